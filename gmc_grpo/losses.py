@@ -1,0 +1,220 @@
+"""Policy losses: one surrogate per method, selected by one `Literal` name.
+
+Each loss is a scalar whose gradient at the current parameters is `-g`, with `g` the method's
+estimator (`gmc_grpo.estimators.token_gradient_weights` writes `g` out by hand; the tests check
+autograd against it). The paper's normalisation is `1/(T B G)` (eq. 2, 4, 9) with `T` the
+maximum response length; `aggregation` offers the usual alternatives.
+
+| `method` | surrogate (per minibatch, before normalisation)                         | source      |
+|----------|-------------------------------------------------------------------------|-------------|
+| `is`     | `-sum_i sg(rho_i) A_i log pi(y_i)`                                      | eq. 2       |
+| `tic`    | `-sum_i sg(rho_i 1{rho_i <= 1+eps}) A_i log pi(y_i)`                    | §4.3        |
+| `gmc`    | `-sum_i sg(rho_i / max{1, rho_bar/(1+eps)}) A_i log pi(y_i)`            | eq. 9       |
+| `vcpo`   | `-sum_i sg(min{rho_i, c}) A_i log pi(y_i)`                              | VCPO (§3)   |
+| `grpo`   | `-sum_{i,t} min(r_t A_i, clip(r_t, 1-eps_l, 1+eps_h) A_i)`              | Shao et al. |
+| `a3po`   | `-sum_{i,t} sg(pi_prox/mu) min(r A, clip(r) A) 1{pi_prox/mu <= 5}`, `r = pi/pi_prox` | A-3PO |
+
+With several optimizer steps on one batch the coefficients are recomputed from the current
+log-probs at every step (ALGORITHMS.md): call the loss again, nothing is cached.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import get_args
+
+import torch
+from torch import Tensor
+
+from gmc_grpo.advantages import AdvantageKind
+from gmc_grpo.estimators import (
+    AGGREGATIONS,
+    METHODS,
+    PAPER_CAP_EPS,
+    TRAJECTORY_METHODS,
+    VCPO_TRUNCATION,
+    Aggregation,
+    Method,
+    a3po_log_prox_weight,
+    group_diagnostics,
+    log_coefficients,
+    normaliser,
+    token_clip_active,
+)
+from gmc_grpo.logratio import effective_sample_size, token_log_ratio
+
+# The advantage each method uses in the paper (Appendix B.1). VCPO's own baseline needs
+# per-trajectory gradient norms (gmc_grpo.hooks.vcpo_baseline_advantages); `std` is its fallback.
+PAPER_ADVANTAGE: dict[str, AdvantageKind] = {
+    "grpo": "centered",  # "the unnormalized group-centered advantage" (B.1)
+    "tic": "loo",  # B.1
+    "gmc": "loo",  # B.1
+    "is": "loo",  # reference estimator: same advantage as GMC/TIC so only the weighting differs
+    "vcpo": "std",  # VCPO's code normalises by the group std (its baseline: hooks.py)
+    "a3po": "std",  # AReaL's default group normalisation (our choice; the paper does not say)
+}
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """Which surrogate and with what constants.
+
+    method: one of `is`, `tic`, `gmc`, `vcpo`, `grpo`, `a3po`.
+    eps: the cap `1 + eps` of TIC and GMC (`eps_high = 0.28`, Appendix B.1); `inf` gives plain IS.
+    clip_low, clip_high: token clip of GRPO and A-3PO (`eps = 0.2` two-sided, Appendix B.1).
+    truncation: VCPO's sequence-level truncation `c` (8 in VCPO's public code).
+    a3po_mask_threshold: A-3PO masks tokens with `pi_prox / mu` above this (5, AReaL).
+    aggregation: `paper` (`1/(T B G)`), `token_mean` or `seq_mean_token_mean`.
+    max_length: `T` in `1/(T B G)`; `None` uses the padded length of the batch. Paper: 4,096
+        (completion limit, Appendix B.1).
+    """
+
+    method: Method = "gmc"
+    eps: float = PAPER_CAP_EPS
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    truncation: float = VCPO_TRUNCATION
+    a3po_mask_threshold: float = 5.0
+    aggregation: Aggregation = "paper"
+    max_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(
+                f"PolicyLossConfig.method must be one of {METHODS}, got {self.method!r}"
+            )
+        if not self.eps > 0:
+            raise ValueError(f"PolicyLossConfig.eps must be > 0 (cap 1 + eps), got {self.eps}")
+        if not 0 <= self.clip_low < 1:
+            raise ValueError(f"PolicyLossConfig.clip_low must be in [0, 1), got {self.clip_low}")
+        if not self.clip_high >= 0:
+            raise ValueError(f"PolicyLossConfig.clip_high must be >= 0, got {self.clip_high}")
+        if not self.truncation > 0:
+            raise ValueError(f"PolicyLossConfig.truncation must be > 0, got {self.truncation}")
+        if not self.a3po_mask_threshold > 0:
+            raise ValueError(
+                f"PolicyLossConfig.a3po_mask_threshold must be > 0, got {self.a3po_mask_threshold}"
+            )
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"PolicyLossConfig.aggregation must be one of {AGGREGATIONS}, got {self.aggregation!r}"
+            )
+        if self.max_length is not None and self.max_length < 1:
+            raise ValueError(f"PolicyLossConfig.max_length must be >= 1, got {self.max_length}")
+
+
+def _check_inputs(
+    logprobs: Tensor, behavior_logprobs: Tensor, advantages: Tensor, mask: Tensor
+) -> None:
+    if logprobs.dim() != 3:
+        raise ValueError(f"logprobs must be [B, G, T], got shape {tuple(logprobs.shape)}")
+    if advantages.shape != logprobs.shape[:2]:
+        raise ValueError(
+            f"advantages must be [B, G] = {tuple(logprobs.shape[:2])}, got {tuple(advantages.shape)}"
+        )
+    if logprobs.shape[1] < 2:
+        raise ValueError(f"group size G must be >= 2, got G={logprobs.shape[1]}")
+    valid = mask.bool()
+    for name, tensor in (("logprobs", logprobs), ("behavior_logprobs", behavior_logprobs)):
+        bad = ~torch.isfinite(tensor.detach()) & valid
+        if bool(bad.any()):
+            raise ValueError(
+                f"{name} has {int(bad.sum())} non-finite values on response tokens "
+                "(NaN/inf log-probs: check the rollout engine's output and the mask)"
+            )
+
+
+def policy_loss(
+    logprobs: Tensor,
+    behavior_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    config: PolicyLossConfig,
+    *,
+    version_lag: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """The method's surrogate loss and its diagnostics.
+
+    Args:
+        logprobs: `[B, G, T]` log pi_theta of the sampled tokens (requires grad).
+        behavior_logprobs: `[B, G, T]` log mu recorded at generation time.
+        advantages: `[B, G]`.
+        mask: `[B, G, T]` response mask.
+        config: `PolicyLossConfig`.
+        version_lag: A-3PO only, `[B, G]` learner versions since the behavior policy.
+    Returns:
+        `(loss, diagnostics)`: a scalar loss (float32 for half-precision inputs, else their dtype), and detached scalar tensors keyed by the
+        metric names of `gmc_grpo.records.METRIC_NAMES` (`ratio/log_max`, `ratio/log_mean`,
+        `ratio/ess`, `ratio/capped_frac`, `ratio/removed_mass`, `ratio/clipped_token_frac`,
+        `ratio/kl_estimate`).
+    """
+    _check_inputs(logprobs, behavior_logprobs, advantages, mask)
+    method = config.method
+    delta = token_log_ratio(logprobs, behavior_logprobs, mask)  # [B, G, T], carries grad
+    maskf = mask.to(delta.dtype)
+    norm = normaliser(mask, config.aggregation, config.max_length).to(delta.dtype)
+    adv = advantages.detach().to(delta.dtype)
+    log_ratio = delta.detach().sum(dim=-1)  # s_i, [B, G]
+    diagnostics = _ratio_diagnostics(log_ratio)
+
+    if method in TRAJECTORY_METHODS:
+        log_c = log_coefficients(method, log_ratio, config.eps, truncation=config.truncation)
+        weight = (log_c.exp() * adv).unsqueeze(-1)  # [B, G, 1], detached
+        lp = logprobs.float() if logprobs.dtype in (torch.bfloat16, torch.float16) else logprobs
+        loss = -(weight * lp * maskf / norm).sum()
+        groups = group_diagnostics(method, log_ratio, config.eps, truncation=config.truncation)
+        capped = groups["capped"]
+        frac = capped.any(dim=-1) if method == "gmc" else capped  # GMC caps whole groups
+        diagnostics["ratio/capped_frac"] = frac.float().mean()
+        diagnostics["ratio/removed_mass"] = groups["removed_mass"].mean().float()
+        return loss, diagnostics
+
+    adv_t = adv.unsqueeze(-1)
+    if method == "grpo":
+        ratio = delta.exp()
+        clipped = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+        per_token = torch.minimum(ratio * adv_t, clipped * adv_t)
+        active = token_clip_active(ratio.detach(), adv_t, config.clip_low, config.clip_high)
+        kept = torch.ones_like(active)
+        prox_weight = torch.ones_like(delta)
+    elif method == "a3po":
+        if version_lag is None:
+            raise ValueError("method 'a3po' needs version_lag ([B, G] learner versions behind)")
+        lag = version_lag.to(delta.dtype).unsqueeze(-1)
+        log_prox = a3po_log_prox_weight(delta.detach(), lag)  # log(pi_prox / mu), detached
+        ratio = (delta - log_prox).exp()  # pi_theta / pi_prox
+        clipped = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+        kept = log_prox <= math.log(config.a3po_mask_threshold)
+        prox_weight = log_prox.exp() * kept
+        per_token = torch.minimum(ratio * adv_t, clipped * adv_t)
+        active = token_clip_active(ratio.detach(), adv_t, config.clip_low, config.clip_high)
+        diagnostics["a3po/masked_token_frac"] = _token_frac(~kept, mask)
+    else:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    loss = -(prox_weight * per_token * maskf / norm).sum()
+    zero_gradient = (~active | ~kept) & (adv_t != 0)
+    diagnostics["ratio/clipped_token_frac"] = _token_frac(zero_gradient, mask)
+    return loss, diagnostics
+
+
+def _token_frac(flags: Tensor, mask: Tensor) -> Tensor:
+    valid = mask.bool()
+    return (flags & valid).sum().float() / valid.sum().clamp(min=1).float()
+
+
+def _ratio_diagnostics(log_ratio: Tensor) -> dict[str, Tensor]:
+    """Log-ratio statistics of a batch `[B, G]`, detached scalars."""
+    s = log_ratio.double()
+    rho = s.exp()
+    # Per-trajectory estimate of KL(pi_theta || mu) under mu-samples: rho s - rho + 1 (>= 0).
+    kl_terms = torch.where(s == 0, torch.zeros_like(s), rho * s - rho + 1)
+    return {
+        "ratio/log_max": log_ratio.max().float(),
+        "ratio/log_mean": log_ratio.mean().float(),
+        "ratio/ess": effective_sample_size(log_ratio).float(),
+        "ratio/kl_estimate": kl_terms.mean().float(),
+    }
+
+
+LOSS_METHODS: tuple[str, ...] = get_args(Method)
