@@ -1,0 +1,204 @@
+"""`gmc-grpo reproduce`: everything that runs on a CPU, on embedded defaults, then one report.
+
+Stages run in order; each writes into `<out>/<stage>/` and records `stage.json` (status, seconds,
+headline). A second run reuses every stage whose `stage.json` says it finished with the same
+settings (`--force` reruns). The report `<out>/REPORT.md` lists, per stage, what it checked, its
+headline results and the time it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of the main job.
+
+    name: folder name under the output directory.
+    title: heading in the report.
+    runner: "module:function" taking `(out_dir: Path) -> dict` with at least `"markdown"`
+        (the stage's section of the report) and optionally `"headline"` (one line).
+    settings: what the stage runs with; a finished stage is reused only with equal settings.
+    """
+
+    name: str
+    title: str
+    runner: str
+    settings: tuple[tuple[str, Any], ...] = ()
+
+
+def theory_stage(out_dir: Path) -> dict[str, Any]:
+    """Claims table (sympy/mpmath derivations and numeric checks) and the bound plots."""
+    from theory import claims, plots
+
+    rows = claims.evaluate_claims()
+    atomic_write_json(out_dir / "claims.json", rows)
+    written = plots.write_plots(out_dir)
+    counts = claims.summary(rows)
+    headline = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    images = "\n".join(
+        f"![{p.stem}]({out_dir.name}/{p.name})" for p in written if p.suffix == ".png"
+    )
+    markdown = (
+        f"{len(rows)} claims of §3-§4 re-derived with sympy and checked numerically: {headline}.\n\n"
+        + claims.claims_markdown(rows)
+        + "\n"
+        + images
+        + "\n"
+    )
+    return {"headline": headline, "markdown": markdown, "verdicts": counts}
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage(
+        "theory", "Theory: constants, rates and the claims table", "gmc_grpo.reproduce:theory_stage"
+    ),
+)
+
+
+def _resolve(runner: str) -> Callable[[Path], dict[str, Any]]:
+    module_name, function_name = runner.split(":")
+    return getattr(importlib.import_module(module_name), function_name)
+
+
+def run_stage(stage: Stage, out: Path, force: bool = False) -> dict[str, Any]:
+    """Run (or reuse) one stage; never raises for a failing stage: the report says it failed."""
+    stage_dir = out / stage.name
+    marker = stage_dir / "stage.json"
+    settings = dict(stage.settings)
+    if marker.exists() and not force:
+        previous = json.loads(marker.read_text())
+        if previous.get("status") == "ok" and previous.get("settings") == settings:
+            previous["reused"] = True
+            return previous
+    stage_dir.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        result = _resolve(stage.runner)(stage_dir)
+        record = {"status": "ok", **result}
+    except Exception as error:  # report the failure, keep going with the other stages
+        record = {
+            "status": "failed",
+            "markdown": f"**Stage failed:** `{type(error).__name__}: {error}`\n\n"
+            f"```\n{traceback.format_exc(limit=6)}\n```\n",
+        }
+    record.update(
+        name=stage.name, title=stage.title, settings=settings, seconds=time.perf_counter() - start
+    )
+    atomic_write_json(marker, record)
+    record["reused"] = False
+    return record
+
+
+def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
+    """`REPORT.md` (and `REPORT.html`): stage table with times, then each stage's section."""
+    env = environment_info()
+    lines = [
+        "# gmc-grpo reproduction report",
+        "",
+        f"Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, Python {env['python']}, "
+        f"{env['platform']}.",
+        "",
+        "| stage | status | seconds | headline |",
+        "| --- | --- | ---: | --- |",
+    ]
+    for rec in records:
+        status = rec["status"] + (" (reused)" if rec.get("reused") else "")
+        lines.append(
+            f"| {rec['title']} | {status} | {rec['seconds']:.1f} | {rec.get('headline', '')} |"
+        )
+    lines.append("")
+    for rec in records:
+        lines += [f"## {rec['title']}", "", rec.get("markdown", "").rstrip(), ""]
+    text = "\n".join(lines) + "\n"
+    report = out / "REPORT.md"
+    atomic_write_text(report, text)
+    atomic_write_text(out / "REPORT.html", _markdown_to_html(text))
+    return report
+
+
+def _markdown_to_html(text: str) -> str:
+    """A dependency-free rendering: headings, tables and paragraphs; code kept verbatim."""
+    import html
+
+    body: list[str] = []
+    in_table = in_code = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            body.append("</pre>" if in_code else "<pre>")
+            in_code = not in_code
+            continue
+        if in_code:
+            body.append(html.escape(line))
+            continue
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if all(set(c) <= set("-: ") for c in cells):
+                continue
+            if not in_table:
+                body.append("<table>")
+                in_table = True
+            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+            continue
+        if in_table:
+            body.append("</table>")
+            in_table = False
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
+        elif line.startswith("![") and "](" in line:
+            src = line[line.index("](") + 2 : line.rindex(")")]
+            body.append(f'<p><img src="{html.escape(src)}" style="max-width:900px"></p>')
+        elif line.strip():
+            body.append(f"<p>{html.escape(line)}</p>")
+    if in_table:
+        body.append("</table>")
+    style = "body{font-family:sans-serif;max-width:1000px;margin:auto}td{border:1px solid #ccc;padding:3px}"
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gmc-grpo reproduce",
+        description="Run every CPU stage on its embedded defaults and write REPORT.md. "
+        "Finished stages are reused on a second run.",
+        epilog="stages: " + ", ".join(s.name for s in STAGES),
+    )
+    parser.add_argument("--out", default="results", help="output directory (default: results)")
+    parser.add_argument("--only", nargs="+", metavar="STAGE", help="run only these stages")
+    parser.add_argument("--force", action="store_true", help="rerun stages that already finished")
+    args = parser.parse_args(argv)
+    known = {s.name for s in STAGES}
+    if args.only and not set(args.only) <= known:
+        parser.error(
+            f"--only: unknown stage(s) {sorted(set(args.only) - known)}; choose from {sorted(known)}"
+        )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records = []
+    for stage in STAGES:
+        if args.only and stage.name not in args.only:
+            continue
+        print(f"[reproduce] {stage.name}: {stage.title}", flush=True)
+        record = run_stage(stage, out, force=args.force)
+        note = "reused" if record["reused"] else f"{record['seconds']:.1f} s"
+        print(f"[reproduce] {stage.name}: {record['status']} ({note})", flush=True)
+        records.append(record)
+    report = write_report(out, records)
+    print(f"[reproduce] report: {report}")
+    return 0 if all(r["status"] == "ok" for r in records) else 1
