@@ -1,0 +1,86 @@
+"""`gmc-grpo llm ...`: the Qwen3 track's command line.
+
+Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
+it is registered by one line in `SUBCOMMANDS`. Modules are imported only when their subcommand
+runs (or prints its help), so `gmc-grpo llm --help` imports neither torch nor transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# subcommand -> (module with `add_arguments(parser)` and `run(args) -> int`, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "eval": (
+        "llm_runs.evaluate",
+        "evaluate a model or checkpoint on the six benchmarks (greedy, avg@n, pass@k, macro)",
+    ),
+    "data": (
+        "llm_runs.data_cli",
+        "download the datasets from the hub into a local folder for --data-dir (needs network)",
+    ),
+}
+
+PROG = "gmc-grpo llm"
+
+EPILOG = """examples:
+  gmc-grpo llm eval --help
+  gmc-grpo llm eval --model DIR --out runs/eval --engine vllm
+  gmc-grpo llm data --out data/
+
+Run `gmc-grpo llm <subcommand> --help` for the options of each subcommand.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level `gmc-grpo llm` parser (subcommand names and one-line help only)."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="The Qwen3 pipeline of Appendix B.1: data, prompts, scoring, evaluation.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<subcommand>")
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def build_subparser(name: str) -> tuple[argparse.ArgumentParser, object]:
+    """The full parser of subcommand `name` and its module (imported here)."""
+    module_name, help_text = SUBCOMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} {name}",
+        description=getattr(module, "DESCRIPTION", help_text),
+        epilog=getattr(module, "EPILOG", None),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(parser)
+    return parser, module
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Route `gmc-grpo llm <subcommand> ...`; return the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        parser.error(f"unknown subcommand {name!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    subparser, module = build_subparser(name)
+    args = subparser.parse_args(rest)
+    try:
+        return int(module.run(args) or 0)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        # Bad input: one clear line, no traceback (DESIGN.md, Errors).
+        print(f"{PROG} {name}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
