@@ -200,8 +200,9 @@ def read_run(run_dir: str | Path) -> RunRecord:
 class RunWriter:
     """Writes one run directory. Use as a context manager or call `close()`.
 
-    `resume=True` keeps existing rows (a resumed run appends); `keep_steps_below` then drops rows
-    at or after a checkpoint's step so that a resumed run does not duplicate them.
+    `resume=True` keeps existing rows (a resumed run appends) and drops a torn last line left by a
+    killed run; `keep_steps_below` also drops rows at or after a checkpoint's step so that a
+    resumed run does not duplicate them.
     """
 
     def __init__(
@@ -217,7 +218,9 @@ class RunWriter:
         if not resume:
             for name in ("metrics.jsonl", "evals.jsonl", "summary.json"):
                 (self.path / name).unlink(missing_ok=True)
-        elif keep_steps_below is not None:
+        else:
+            # rewrite both files: drops a torn last line left by a killed run (so appended rows
+            # stay readable) and, with `keep_steps_below`, the rows a checkpoint does not cover
             for name in ("metrics.jsonl", "evals.jsonl"):
                 self._truncate(name, keep_steps_below)
         payload = {"config": _jsonable(config), "environment": environment_info()}
@@ -225,8 +228,10 @@ class RunWriter:
         self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._evals = open(self.path / "evals.jsonl", "a", encoding="utf-8")  # noqa: SIM115
 
-    def _truncate(self, name: str, keep_steps_below: int) -> None:
-        rows = [r for r in read_jsonl(self.path / name) if r.get("step", -1) < keep_steps_below]
+    def _truncate(self, name: str, keep_steps_below: int | None) -> None:
+        rows = read_jsonl(self.path / name)
+        if keep_steps_below is not None:
+            rows = [r for r in rows if r.get("step", -1) < keep_steps_below]
         atomic_write_text(self.path / name, "".join(to_json(r) + "\n" for r in rows))
 
     @staticmethod

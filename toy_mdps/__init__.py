@@ -1,5 +1,34 @@
 """toy_mdps: small autoregressive token MDPs with exact J, grad J and KL.
 
 Every estimator's bias and second moment is measured against the exact gradient obtained by
-enumerating all responses (`gmc-grpo toy ...`).
+enumerating all responses (`gmc-grpo toy ...`). Public API (DESIGN.md): `TokenMDP`,
+`TokenMDP.random_parameters`, `exact_objective`, `exact_gradient`, `exact_kl`; the estimator
+statistics live in `toy_mdps.statistics`, the sweep in `toy_mdps.sweep`.
+
+The names are imported lazily (PEP 562) so that `gmc-grpo toy --help` does not import torch.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toy_mdps.exact import exact_gradient, exact_kl, exact_objective
+    from toy_mdps.mdp import TokenMDP
+
+__all__ = ["TokenMDP", "exact_gradient", "exact_kl", "exact_objective"]
+
+_LAZY = {
+    "TokenMDP": "toy_mdps.mdp",
+    "exact_gradient": "toy_mdps.exact",
+    "exact_kl": "toy_mdps.exact",
+    "exact_objective": "toy_mdps.exact",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'toy_mdps' has no attribute {name!r}")

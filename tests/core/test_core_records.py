@@ -69,3 +69,14 @@ def test_atomic_write_leaves_no_temp_files_and_missing_run_is_explained(tmp_path
         read_run(tmp_path)
     with pytest.raises(ValueError, match="'step'"):
         RunWriter(tmp_path / "x", {}).log_metrics({"reward": 1})
+
+
+def test_resume_after_a_torn_write_keeps_the_file_readable(tmp_path):
+    run = tmp_path / "run"
+    with RunWriter(run, {}) as writer:
+        writer.log_metrics({"step": 0})
+    with open(run / "metrics.jsonl", "a") as handle:
+        handle.write('{"step": 1, "x"')  # killed mid-write
+    with RunWriter(run, {}, resume=True) as writer:
+        writer.log_metrics({"step": 1})
+    assert [r["step"] for r in read_run(run).metrics] == [0, 1]

@@ -1,0 +1,182 @@
+"""The sweep: config checks, resumability, the results table, the CLI and the figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gmc_grpo.records import read_json, read_jsonl
+from toy_mdps.analysis import fit_log_log_slope
+from toy_mdps.cli import COMMANDS, main
+from toy_mdps.config import CONFIG_DIR, SweepConfig
+from toy_mdps.sweep import TABLE_COLUMNS, grid_points, row_key, run_sweep
+
+torch.set_num_threads(1)
+
+SWEEP_CONFIGS = ("quick", "full", "direct")  # the sweep configs shipped in toy_mdps/configs/
+
+TINY = {
+    "name": "tiny",
+    "num_prompts": 2,
+    "vocab_size": 3,
+    "max_length": 3,
+    "trajectory_steps": 6,
+    "learning_rate": 5.0,
+    "delays": [0, 3, 6],
+    "group_sizes": [2, 4],
+    "eps_values": [0.1, 0.28],
+    "num_groups": 2,
+    "num_minibatches": 30,
+    "seeds": [0],
+    "figures": False,
+}
+
+
+def _numbers(rows: list[dict]) -> list[tuple]:
+    return [
+        (row_key(r), r["estimator/bias_sq"], r["estimator/second_moment"], r["ratio/removed_mass"])
+        for r in rows
+    ]
+
+
+def test_sweep_writes_table_summary_and_resumes(tmp_path: Path) -> None:
+    config = SweepConfig.from_dict(TINY)
+    full = run_sweep(config, tmp_path / "a", progress=False)
+    n_points = len(list(grid_points(config)))
+    # 3 delays x 2 G x (4 eps-free methods + 2 capped methods x 2 eps)
+    assert n_points == 3 * 2 * (4 + 2 * 2) == len(full)
+    run = tmp_path / "a"
+    for name in ("config.json", "metrics.jsonl", "results.csv", "summary.json"):
+        assert (run / name).exists()
+    header = (run / "results.csv").read_text().splitlines()[0].split(",")
+    assert header == list(TABLE_COLUMNS)
+    summary = read_json(run / "summary.json")
+    assert summary["num_rows"] == n_points
+    assert summary["claims"]["is_unbiased"]["of"] == 6
+    # Kill simulation: keep 17 rows and a torn 18th line, then resume.
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (run / "metrics.jsonl").write_text("\n".join(lines[:17]) + "\n" + lines[17][:25])
+    (run / "summary.json").unlink()
+    resumed = run_sweep(config, run, progress=False)
+    assert sorted(_numbers(resumed)) == sorted(_numbers(full))
+    assert len(read_jsonl(run / "metrics.jsonl")) == n_points
+    # A second resume has nothing left to do and changes nothing.
+    again = run_sweep(config, run, progress=False)
+    assert _numbers(again) == _numbers(resumed)
+
+
+def test_sweep_rows_check_the_chain(tmp_path: Path) -> None:
+    rows = run_sweep(SweepConfig.from_dict(TINY), tmp_path / "b", progress=False)
+    for r in rows:
+        assert r["chain/kl_drift_bound_holds"] is True
+        if r["method"] in ("tic", "gmc"):
+            assert r["chain/removed_mass_bound"] is not None
+            assert r["chain/removed_mass_bound_holds"] is True
+        if r["staleness"] == 0:
+            assert r["ratio/kl_exact"] == 0.0
+            assert r["estimator/bias_sq_lo"] <= 0.0
+            assert r["ratio/removed_mass"] in (0.0, None)
+        assert r["estimator/bias_sq_lo"] <= r["estimator/bias_sq"] <= r["estimator/bias_sq_hi"]
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path: Path) -> None:
+    run_sweep(SweepConfig.from_dict({**TINY, "delays": [0]}), tmp_path / "c", progress=False)
+    with pytest.raises(ValueError, match="num_minibatches"):
+        run_sweep(
+            SweepConfig.from_dict({**TINY, "delays": [0], "num_minibatches": 31}), tmp_path / "c"
+        )
+    fresh = run_sweep(
+        SweepConfig.from_dict({**TINY, "delays": [0], "num_minibatches": 31}),
+        tmp_path / "c",
+        fresh=True,
+        progress=False,
+    )
+    assert all(r["num_minibatches"] == 31 for r in fresh)
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"delays": [0, 99]}, "delays"),
+        ({"group_sizes": [1]}, "group_sizes"),
+        ({"methods": ["gac"]}, "methods"),
+        ({"eps_values": [0.0]}, "eps_values"),
+        ({"num_minibatches": 2}, "num_minibatches"),
+        ({"behavior": "direct", "target_kls": []}, "target_kls"),
+        ({"pattern_length": 4}, "pattern_length"),
+        ({"confidence": 1.5}, "confidence"),
+        ({"seeds": [1, 1]}, "seeds"),
+        ({"direction": "up"}, "direction"),
+    ],
+)
+def test_config_errors_name_field_and_value(override: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=rf"SweepConfig\.{field}="):
+        SweepConfig.from_dict({**TINY, **override})
+
+
+def test_unknown_config_key_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown SweepConfig fields"):
+        SweepConfig.from_dict({**TINY, "group_size": 4})
+    with pytest.raises(ValueError, match="gmc-grpo toy train"):
+        SweepConfig.from_dict({**TINY, "kind": "train"})
+    assert SweepConfig.from_dict({**TINY, "kind": "sweep"}).name == "tiny"
+
+
+@pytest.mark.parametrize("name", SWEEP_CONFIGS)
+def test_shipped_configs_parse(name: str) -> None:
+    config = SweepConfig.from_file(CONFIG_DIR / f"{name}.json")
+    assert len(list(grid_points(config))) > 0
+
+
+def test_direct_mode_sweep(tmp_path: Path) -> None:
+    cfg = {**TINY, "behavior": "direct", "target_kls": [0.0, 0.3], "direction": "suppress"}
+    rows = run_sweep(SweepConfig.from_dict(cfg), tmp_path / "d", progress=False)
+    kls = sorted({round(r["ratio/kl_exact"], 3) for r in rows})
+    assert kls == [0.0, 0.3]
+
+
+def test_cli_sweep_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "sweep" in COMMANDS
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    config_path = tmp_path / "tiny.json"
+    config_path.write_text(json.dumps({**TINY, "delays": [0, 6], "group_sizes": [2]}))
+    out = tmp_path / "run"
+    code = main(
+        [
+            "sweep",
+            "--config",
+            str(config_path),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--methods",
+            "is,gmc",
+        ]
+    )
+    assert code == 0
+    rows = read_jsonl(out / "metrics.jsonl")
+    assert {r["method"] for r in rows} == {"is", "gmc"}
+    assert "is_unbiased" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="group_sizes"):
+        main(["sweep", "--config", str(config_path), "--out", str(out), "--group-sizes", "1"])
+
+
+def test_cli_help_does_not_import_torch() -> None:
+    code = "import sys, toy_mdps.cli as c; c.build_parser(); assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_log_log_slope_recovers_a_power_law() -> None:
+    points = [(g, 0.5 * g**-1.5, 0.01 * 0.5 * g**-1.5) for g in (2, 4, 8, 16)]
+    fit = fit_log_log_slope(points, 1.96)
+    assert abs(fit["slope"] + 1.5) < 1e-9
+    assert fit["slope_lo"] < -1.5 < fit["slope_hi"]
+    flat = fit_log_log_slope([(2, 1.0, 0.1), (8, 0.0, 0.1)], 1.96)
+    assert flat["slope"] is None and flat["n_zero"] == 1

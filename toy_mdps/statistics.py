@@ -1,0 +1,450 @@
+"""Monte Carlo statistics of every estimator against the exact gradient.
+
+For a pair `(theta, theta_behavior)` and a method, `M` independent minibatches of `B` groups of
+`G` responses are drawn from the behavior policy, and each minibatch's gradient estimate is
+
+    g = sum_{b, i, t} psi_{b,i,t} grad_theta log pi_theta(y_{b,i,t} | x_b, y_{b,i,<t}),
+
+with `psi` from `gmc_grpo.estimators.token_gradient_weights` -- the same definition the surrogate
+losses of `gmc_grpo.losses` (and so the LLM learner) are tested against -- and the exact per-token
+scores of the softmax policy (`toy_mdps.exact.logit_gradient`). Everything is vectorised over the
+`M` minibatches: `g` is a dense `[M, P]` tensor built with one scatter-add per chunk.
+
+**Target.** With the paper's normalisation `1/(T B G)` (aggregation `paper`, `max_length = T`),
+`E[g^IS] = grad J / T` (Lemma 1, eq. 2) *if the advantage's baseline of response `i` is
+independent of `y_i`*: that holds for the leave-one-out advantage (`A_i = r_i - mean_{j!=i} r_j`,
+the other responses are independent draws and `E_mu[rho_i grad log pi(y_i)] = 0`). With the
+centered advantage `r_i - r_bar` (which contains `r_i / G`) `A_i = (G-1)/G * A_i^LOO`, so the IS
+estimator has mean `((G-1)/G) grad J / T`: biased by the factor `(G-1)/G`, whatever the delay.
+The `std` advantage targets a different, data-scaled objective. Hence the sweeps use `loo` for
+every method by default (so methods differ only in their weighting, as ALGORITHMS.md asks);
+`advantage = "paper"` uses `gmc_grpo.losses.PAPER_ADVANTAGE` instead.
+
+**Squared bias.** `||mean(g) - target||^2 - tr(Cov)/M` (the unbiased U-statistic
+`1/(M(M-1)) sum_{i != j} <g_i - target, g_j - target>`), with a normal interval from the
+delete-one jackknife variance of that U-statistic (closed form, no resampling loop).
+Means (second moment, removed mass, capped fraction) get normal intervals from the sample
+standard deviation over the `M` independent minibatches.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import product
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from gmc_grpo import advantages as adv_lib
+from gmc_grpo.estimators import TRAJECTORY_METHODS, group_diagnostics, token_gradient_weights
+from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig
+from toy_mdps.exact import (
+    exact_gradient,
+    log_policy_table,
+    logit_gradient,
+    response_token_logprobs,
+)
+from toy_mdps.mdp import TokenMDP
+from toy_mdps.policies import Policy, TabularSoftmax
+
+AdvantageChoice = Literal["loo", "centered", "std", "paper"]
+
+# Dense gradient entries per chunk (chunk * S * V): bounds the memory of one scatter-add.
+_CHUNK_ENTRIES = 4_000_000
+
+
+def _z(level: float) -> float:
+    """Two-sided normal quantile for a confidence `level` in (0, 1)."""
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    return math.sqrt(2.0) * float(torch.erfinv(torch.tensor(level, dtype=torch.float64)))
+
+
+def advantage_kind(method: str, choice: AdvantageChoice) -> str:
+    """The advantage kind of `method`: `choice`, or the paper's (`PAPER_ADVANTAGE`) for `paper`."""
+    return PAPER_ADVANTAGE[method] if choice == "paper" else choice
+
+
+# ----------------------------------------------------------------------------------------------
+# Sampling from the behavior policy
+# ----------------------------------------------------------------------------------------------
+
+
+def sample_groups(
+    mdp: TokenMDP,
+    behavior_logprobs: Tensor,
+    num_minibatches: int,
+    num_groups: int,
+    group_size: int,
+    generator: torch.Generator,
+) -> tuple[Tensor, Tensor]:
+    """Draw `M` minibatches of `B` groups of `G` responses: exact inverse-CDF sampling.
+
+    Prompts are uniform; within a group the `G` responses are i.i.d. from `mu(. | x_b)`, drawn
+    from the enumerated response distribution (one `searchsorted` into the concatenated CDFs).
+
+    Args:
+        behavior_logprobs: `[N]` `log mu(y | x)` of every response (`toy_mdps.exact`).
+    Returns:
+        `(prompts [M, B], responses [M, B, G])`, the latter global response indices.
+    """
+    K, n_x = mdp.num_prompts, mdp.responses_per_prompt
+    probs = behavior_logprobs.double().exp().view(K, n_x)
+    cdf = probs.cumsum(dim=1)
+    cdf = cdf / cdf[:, -1:]
+    cdf[:, -1] = 1.0
+    flat = (cdf + torch.arange(K, dtype=cdf.dtype).unsqueeze(1)).reshape(-1)
+    prompts = torch.randint(0, K, (num_minibatches, num_groups), generator=generator)
+    u = torch.rand(
+        (num_minibatches, num_groups, group_size), generator=generator, dtype=torch.float64
+    )
+    query = prompts.unsqueeze(-1).to(torch.float64) + u
+    idx = torch.searchsorted(flat, query, right=True)
+    idx = torch.minimum(idx, (prompts.unsqueeze(-1) + 1) * n_x - 1)
+    return prompts, idx
+
+
+# ----------------------------------------------------------------------------------------------
+# Gradient estimates of many minibatches at once
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Estimates:
+    """Per-minibatch estimates and diagnostics (`L` minibatches).
+
+    gradients: `[L, P]` flattened `g`.
+    removed_mass: `[L]` mean over groups of `(1/G) sum (1 - w_i) rho_i` (0 for IS, NaN for the
+        token-level methods).
+    capped_frac: `[L]` fraction of groups (GMC) or trajectories (TIC, VCPO) with weight < 1
+        (`ratio/capped_frac`; NaN for the token-level methods).
+    clipped_token_frac: `[L]` fraction of response tokens with a nonzero advantage whose
+        gradient the token clip (GRPO, A-3PO) or A-3PO's mask removed (NaN for the class).
+    log_ratio_max: `[L]` largest trajectory log-ratio `s_i` in each minibatch.
+    """
+
+    gradients: Tensor
+    removed_mass: Tensor
+    capped_frac: Tensor
+    clipped_token_frac: Tensor
+    log_ratio_max: Tensor
+
+
+def gradient_estimates(
+    mdp: TokenMDP,
+    responses: Tensor,
+    log_table: Tensor,
+    behavior_log_table: Tensor,
+    config: PolicyLossConfig,
+    *,
+    advantage: str = "loo",
+    version_lag: float | None = None,
+    policy: Policy | None = None,
+) -> Estimates:
+    """Each minibatch's estimate `g` of the method in `config`, vectorised over minibatches.
+
+    Args:
+        responses: `[L, B, G]` global response indices (`sample_groups`).
+        log_table, behavior_log_table: `[S, V]` log-policies of `theta` and `theta_behavior`.
+        config: the method and its constants; `aggregation` and `max_length` are used as given
+            (the statistics use `aggregation="paper"`, `max_length=T`).
+        advantage: the advantage kind (`"loo"`, `"centered"`, `"std"`).
+        version_lag: A-3PO's learner versions between current and behavior policy.
+        policy: the policy class (default tabular); `pullback` maps logit gradients to `theta`.
+    """
+    pol = TabularSoftmax(mdp) if policy is None else policy
+    L, B, G = responses.shape
+    tokens = mdp.response_tokens[responses]  # [L, B, G, T]
+    states = mdp.response_states[responses]
+    mask = mdp.response_mask[responses]
+    lp = log_table[states, tokens] * mask
+    lb = behavior_log_table[states, tokens] * mask
+    rewards = mdp.rewards[responses]  # [L, B, G]
+    adv = adv_lib.compute(rewards, advantage)  # type: ignore[arg-type]
+    lag = None
+    if config.method == "a3po":
+        if version_lag is None:
+            raise ValueError("method 'a3po' needs version_lag (learner versions behind)")
+        lag = torch.full((L, B, G), float(version_lag), dtype=lp.dtype)
+    psi = token_gradient_weights(
+        config.method,
+        lp,
+        lb,
+        adv,
+        mask,
+        eps=config.eps,
+        truncation=config.truncation,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        version_lag=lag,
+        a3po_mask_threshold=config.a3po_mask_threshold,
+        aggregation=config.aggregation,
+        max_length=config.max_length,
+    )
+    logit_grad = logit_gradient(
+        mdp, log_table, states.reshape(L, -1), tokens.reshape(L, -1), psi.reshape(L, -1)
+    )
+    grads = pol.pullback(logit_grad).reshape(L, -1)
+
+    s = (lp - lb).sum(dim=-1)  # [L, B, G]
+    nan = torch.full((L,), math.nan, dtype=torch.float64)
+    if config.method in TRAJECTORY_METHODS:
+        diag = group_diagnostics(config.method, s, config.eps, truncation=config.truncation)
+        removed = diag["removed_mass"].mean(dim=-1)
+        capped = diag["capped"]
+        frac = capped.any(dim=-1) if config.method == "gmc" else capped
+        capped_frac = frac.double().flatten(1).mean(dim=1)
+        clipped = nan
+    else:
+        removed, capped_frac = nan, nan
+        # psi = ratio * A * (kept branch) / norm: zero with A != 0 iff the clip or mask removed it.
+        relevant = mask & (adv != 0).unsqueeze(-1)
+        zeroed = relevant & (psi == 0)
+        clipped = (
+            zeroed.flatten(1).sum(1).double() / relevant.flatten(1).sum(1).clamp(min=1).double()
+        )
+    return Estimates(grads, removed, capped_frac, clipped, s.flatten(1).max(dim=1).values)
+
+
+def _cat(parts: list[Estimates]) -> Estimates:
+    return Estimates(
+        *(torch.cat([getattr(p, f) for p in parts]) for f in Estimates.__dataclass_fields__)
+    )
+
+
+def chunked_estimates(
+    mdp: TokenMDP,
+    responses: Tensor,
+    log_table: Tensor,
+    behavior_log_table: Tensor,
+    config: PolicyLossConfig,
+    **kw: object,
+) -> Estimates:
+    """`gradient_estimates` over chunks of minibatches (bounded memory), concatenated."""
+    size = max(1, _CHUNK_ENTRIES // (mdp.num_states * mdp.vocab_size))
+    parts = [
+        gradient_estimates(
+            mdp, responses[i : i + size], log_table, behavior_log_table, config, **kw
+        )  # type: ignore[arg-type]
+        for i in range(0, responses.shape[0], size)
+    ]
+    return _cat(parts)
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics with confidence intervals
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a two-sided confidence interval `[lo, hi]` at `level`."""
+
+    value: float
+    lo: float
+    hi: float
+    level: float
+
+    def contains(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+
+def mean_interval(samples: Tensor, level: float = 0.95) -> Interval:
+    """Normal interval for the mean of `[M]` i.i.d. samples (NaN samples give a NaN interval)."""
+    x = samples.double()
+    m = x.numel()
+    mean = float(x.mean())
+    se = float(x.std(unbiased=True)) / math.sqrt(m) if m > 1 else math.inf
+    z = _z(level)
+    return Interval(mean, mean - z * se, mean + z * se, level)
+
+
+@dataclass(frozen=True)
+class BiasEstimate:
+    """`||E g - target||^2` debiased for Monte Carlo noise.
+
+    interval: the U-statistic `raw - noise` with its jackknife normal interval.
+    raw: `||mean(g) - target||^2`.
+    noise: `tr(Cov(g)) / M` (sample covariance).
+    """
+
+    interval: Interval
+    raw: float
+    noise: float
+
+
+def squared_bias(gradients: Tensor, target: Tensor, level: float = 0.95) -> BiasEstimate:
+    """Debiased squared bias of `[M, P]` i.i.d. estimates against `[P]` `target`.
+
+    `U = 1/(M(M-1)) sum_{i != j} <d_i, d_j>` with `d_i = g_i - target` equals
+    `||mean d||^2 - tr(Cov)/M` and is unbiased for `||E g - target||^2`. Its variance is
+    estimated by the delete-one jackknife, in closed form:
+    `U_{-i} = (||S||^2 - 2 <S, d_i> - Q + 2 ||d_i||^2) / ((M-1)(M-2))`, `S = sum d`,
+    `Q = sum ||d||^2`.
+    """
+    d = gradients.double().sub(target.double().reshape(1, -1))
+    M = d.shape[0]
+    if M < 3:
+        raise ValueError(f"the jackknife needs at least 3 minibatches, got M={M}")
+    S = d.sum(dim=0)
+    q_i = torch.linalg.vector_norm(d, dim=1).square()
+    Q = q_i.sum()
+    SS = S @ S
+    U = (SS - Q) / (M * (M - 1))
+    u_loo = (SS - 2 * (d @ S) - Q + 2 * q_i) / ((M - 1) * (M - 2))
+    var = (M - 1) / M * ((u_loo - u_loo.mean()) ** 2).sum()
+    se = float(var.sqrt())
+    z = _z(level)
+    raw = float(SS) / M**2
+    noise = float((Q - SS / M) / (M - 1)) / M
+    u = float(U)
+    return BiasEstimate(Interval(u, u - z * se, u + z * se, level), raw, noise)
+
+
+@dataclass(frozen=True)
+class EstimatorStatistics:
+    """Everything measured for one `(theta, theta_behavior, method, eps, G)` point."""
+
+    bias: BiasEstimate
+    second_moment: Interval
+    removed_mass: Interval
+    capped_frac: Interval
+    clipped_token_frac: Interval
+    mean_gradient: Tensor  # [P]
+    target: Tensor  # [P] grad J / T
+    num_minibatches: int
+
+
+def estimator_statistics(
+    mdp: TokenMDP,
+    theta: Tensor,
+    theta_behavior: Tensor,
+    config: PolicyLossConfig,
+    *,
+    num_minibatches: int,
+    num_groups: int,
+    group_size: int,
+    generator: torch.Generator,
+    advantage: AdvantageChoice = "loo",
+    version_lag: float | None = None,
+    policy: Policy | None = None,
+    level: float = 0.95,
+    target: Tensor | None = None,
+) -> EstimatorStatistics:
+    """Draw `M` minibatches from `theta_behavior` and measure the estimator at `theta`.
+
+    `config.max_length` must be `None` or `T`; the statistics always use `max_length = T` so the
+    normalisation is `1/(T B G)` and the target is `grad J(theta) / T` (Lemma 1).
+    """
+    cfg = _paper_normalised(mdp, config)
+    log_table = log_policy_table(mdp, theta, policy)
+    behavior_table = log_policy_table(mdp, theta_behavior, policy)
+    behavior_lp = response_token_logprobs(mdp, behavior_table).sum(dim=-1)
+    _, responses = sample_groups(
+        mdp, behavior_lp, num_minibatches, num_groups, group_size, generator
+    )
+    est = chunked_estimates(
+        mdp,
+        responses,
+        log_table,
+        behavior_table,
+        cfg,
+        advantage=advantage_kind(cfg.method, advantage),
+        version_lag=version_lag,
+        policy=policy,
+    )
+    if target is None:
+        target = exact_gradient(mdp, theta, policy).reshape(-1) / mdp.max_length
+    return summarise(est, target, level)
+
+
+def summarise(est: Estimates, target: Tensor, level: float = 0.95) -> EstimatorStatistics:
+    """Intervals for the bias, second moment and diagnostics of per-minibatch estimates."""
+    g = est.gradients
+    return EstimatorStatistics(
+        bias=squared_bias(g, target, level),
+        second_moment=mean_interval(torch.linalg.vector_norm(g.double(), dim=1).square(), level),
+        removed_mass=mean_interval(est.removed_mass, level),
+        capped_frac=mean_interval(est.capped_frac, level),
+        clipped_token_frac=mean_interval(est.clipped_token_frac, level),
+        mean_gradient=g.double().mean(dim=0),
+        target=target.reshape(-1).double(),
+        num_minibatches=int(g.shape[0]),
+    )
+
+
+def _paper_normalised(mdp: TokenMDP, config: PolicyLossConfig) -> PolicyLossConfig:
+    if config.aggregation != "paper":
+        raise ValueError(
+            f"estimator statistics use the paper's 1/(T B G) normalisation; got aggregation="
+            f"{config.aggregation!r}"
+        )
+    if config.max_length not in (None, mdp.max_length):
+        raise ValueError(
+            f"PolicyLossConfig.max_length must be None or T={mdp.max_length}, got {config.max_length}"
+        )
+    return PolicyLossConfig(**{**config.__dict__, "max_length": mdp.max_length})
+
+
+# ----------------------------------------------------------------------------------------------
+# Exact moments by enumerating all groups (tiny MDPs)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExactMoments:
+    """Exact `E g`, `E ||g||^2` (one group per minibatch, `B = 1`) and the exact squared bias."""
+
+    mean: Tensor  # [P]
+    second_moment: float
+    bias_sq: float
+    removed_mass: float
+
+
+def exact_estimator_moments(
+    mdp: TokenMDP,
+    theta: Tensor,
+    theta_behavior: Tensor,
+    config: PolicyLossConfig,
+    *,
+    group_size: int,
+    advantage: AdvantageChoice = "loo",
+    version_lag: float | None = None,
+    policy: Policy | None = None,
+) -> ExactMoments:
+    """Enumerate all `K N_x^G` groups with their probabilities `(1/K) prod_i mu(y_i | x)`.
+
+    Only for tiny MDPs (`N_x^G` groups per prompt); `B = 1`, and `E g` does not depend on `B`.
+    """
+    cfg = _paper_normalised(mdp, config)
+    K, n_x = mdp.num_prompts, mdp.responses_per_prompt
+    if K * n_x**group_size > 2_000_000:
+        raise ValueError(
+            f"{K * n_x**group_size} groups to enumerate; use a smaller MDP or group size"
+        )
+    log_table = log_policy_table(mdp, theta, policy)
+    behavior_table = log_policy_table(mdp, theta_behavior, policy)
+    behavior_lp = response_token_logprobs(mdp, behavior_table).sum(dim=-1)
+    local = torch.tensor(list(product(range(n_x), repeat=group_size)), dtype=torch.long)
+    responses = (torch.arange(K).view(K, 1, 1) * n_x + local.unsqueeze(0)).reshape(
+        -1, 1, group_size
+    )
+    weight = behavior_lp[responses].sum(dim=(1, 2)).exp() / K  # [K n_x^G]
+    est = chunked_estimates(
+        mdp,
+        responses,
+        log_table,
+        behavior_table,
+        cfg,
+        advantage=advantage_kind(cfg.method, advantage),
+        version_lag=version_lag,
+        policy=policy,
+    )
+    g = est.gradients.double()
+    mean = (weight.unsqueeze(1) * g).sum(dim=0)
+    target = exact_gradient(mdp, theta, policy).reshape(-1).double() / mdp.max_length
+    second = float((weight * (g**2).sum(dim=1)).sum())
+    removed = float((weight * est.removed_mass).sum())
+    return ExactMoments(mean, second, float(((mean - target) ** 2).sum()), removed)

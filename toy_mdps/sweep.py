@@ -1,0 +1,389 @@
+"""`gmc-grpo toy sweep`: estimator statistics over a grid, resumable, with the paper's checks.
+
+Grid: `seed x staleness x G` cells; in each cell one set of `M` minibatches is drawn from the
+behavior policy and shared by every method and `eps` (common random numbers), then one row per
+`(method, eps)` is appended to `metrics.jsonl` of the run directory (flushed per line). A killed
+sweep restarted on the same directory skips the rows already written (`RunWriter(resume=True)`)
+and continues; each cell's samples are drawn from a generator seeded by `(seed, staleness index,
+G)`, so a resumed sweep reproduces the rows an uninterrupted one would have written. At the end
+`results.csv` (one row per grid point, the columns of `TABLE_COLUMNS`), `summary.json` (the
+headline checks, `toy_mdps.analysis`) and the figures (`figures.toy_bias`) are written.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gmc_grpo.estimators import PAPER_CAP_EPS
+from gmc_grpo.losses import PolicyLossConfig
+from gmc_grpo.records import RunWriter, atomic_write_text, read_json, read_jsonl
+from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
+from toy_mdps.config import SweepConfig
+from toy_mdps.exact import (
+    coverage_constant,
+    exact_chi_square,
+    exact_gradient,
+    exact_kl,
+    exact_objective,
+    exact_token_entropy,
+    log_policy_table,
+    response_token_logprobs,
+)
+from toy_mdps.mdp import TokenMDP
+from toy_mdps.policies import make_policy
+from toy_mdps.statistics import advantage_kind, chunked_estimates, sample_groups, summarise
+
+EPS_FREE_METHODS = ("is", "grpo", "vcpo", "a3po")
+
+# Every column of the results table, with its meaning (namespaced like gmc_grpo.records).
+TABLE_COLUMNS: dict[str, str] = {
+    "step": "row index in metrics.jsonl (grid-point order)",
+    "method": "estimator: is, tic, gmc, vcpo, grpo, a3po",
+    "behavior": "trajectory (delay) or direct (target KL)",
+    "staleness": "delay tau (trajectory mode) or target mean KL (direct mode)",
+    "eps": "cap 1 + eps of TIC and GMC (null for the methods that do not use it)",
+    "group_size": "G",
+    "num_groups": "B",
+    "num_minibatches": "M",
+    "seed": "replicate seed",
+    "advantage": "advantage kind used",
+    "ratio/kl_exact": "exact KL(pi_theta || mu), mean over prompts",
+    "ratio/kl_exact_max": "exact KL, largest over prompts",
+    "ratio/chi_square_exact": "exact chi^2(pi_theta || mu), mean over prompts",
+    "ratio/chi_square_exact_max": "exact chi^2, largest over prompts",
+    "estimator/effective_draws": "draws per prompt / (1 + chi^2 max): below ~100 the Monte Carlo "
+    "intervals of IS-like estimators are unreliable (heavy-tailed ratios are rarely sampled)",
+    "policy/coverage_C": "Assumption 2's C = 1 / min token probability of pi_theta and mu",
+    "policy/entropy": "mean per-token entropy of pi_theta (nats), mean over prompts",
+    "policy/objective": "exact J(theta)",
+    "policy/grad_norm_sq": "exact ||grad J(theta)||^2",
+    "estimator/target_norm_sq": "||grad J / T||^2, the scale the squared bias compares to",
+    "estimator/bias_sq": "debiased squared bias ||E g - grad J / T||^2 (U-statistic)",
+    "estimator/bias_sq_lo": "lower end of its confidence interval (jackknife, normal)",
+    "estimator/bias_sq_hi": "upper end",
+    "estimator/bias_sq_raw": "||mean g - grad J / T||^2 before removing the MC noise",
+    "estimator/mc_noise": "tr(Cov g) / M, the MC noise removed",
+    "estimator/relative_bias_sq": "bias_sq / target_norm_sq",
+    "estimator/second_moment": "E ||g||^2",
+    "estimator/second_moment_lo": "lower end of its interval",
+    "estimator/second_moment_hi": "upper end",
+    "ratio/removed_mass": "mean per group of (1/G) sum (1 - w_i) rho_i (class methods)",
+    "ratio/removed_mass_lo": "lower end of its interval",
+    "ratio/removed_mass_hi": "upper end",
+    "ratio/capped_frac": "fraction of groups (GMC) / trajectories (TIC, VCPO) with w < 1",
+    "ratio/capped_frac_lo": "lower end of its interval",
+    "ratio/capped_frac_hi": "upper end",
+    "ratio/clipped_token_frac": "fraction of tokens (A != 0) whose gradient GRPO/A-3PO removed",
+    "ratio/clipped_token_frac_lo": "lower end of its interval",
+    "ratio/clipped_token_frac_hi": "upper end",
+    "ratio/log_max": "largest trajectory log-ratio s_i seen over all minibatches",
+    "chain/removed_mass_bound": "KL / log(1+2 eps) (GMC) or KL / c_eps (TIC), theory.constants",
+    "chain/removed_mass_bound_holds": "removed_mass_lo <= bound",
+    "chain/second_moment_bound": "Prop. 1: 8/T (1+eps) L R^2 log|A| (theory.bounds); eps = c - 1 "
+    "for VCPO, the paper's 0.28 for is/grpo/a3po (outside the class)",
+    "chain/second_moment_exceeds": "second_moment_lo > bound",
+    "chain/kl_drift_bound": "step 3 of §4.2: (T L / 2) ||theta - theta_behavior||^2",
+    "chain/kl_drift_bound_holds": "exact KL (max over prompts) <= that bound",
+    "mdp/lipschitz_L": "L of Assumption 1 for the policy class",
+    "mdp/reward_max_R": "R",
+    "mdp/vocab_size": "|A| = V",
+    "mdp/max_length_T": "T",
+    "perf/wall_s": "seconds spent on this row (sampling shared per cell not included)",
+}
+
+
+def row_key(row: dict[str, Any]) -> tuple[str, float, float | None, int, int]:
+    """Identity of a grid point: `(method, staleness, eps, G, seed)`."""
+    eps = row.get("eps")
+    return (
+        str(row["method"]),
+        float(row["staleness"]),
+        None if eps is None else float(eps),
+        int(row["group_size"]),
+        int(row["seed"]),
+    )
+
+
+def grid_points(config: SweepConfig) -> Iterator[tuple[int, int, float, int, str, float | None]]:
+    """`(seed, staleness index, staleness, G, method, eps)` in run order (cells outermost)."""
+    for seed in config.seeds:
+        for si, staleness in enumerate(config.staleness_values):
+            for group_size in config.group_sizes:
+                for method in config.methods:
+                    eps_list: list[float | None] = (
+                        [None] if method in EPS_FREE_METHODS else list(config.eps_values)
+                    )
+                    for eps in eps_list:
+                        yield seed, si, staleness, group_size, method, eps
+
+
+def _cell_seed(seed: int, staleness_index: int, group_size: int) -> int:
+    return (seed * 1_000_003 + staleness_index * 10_007 + group_size * 101) % (2**62)
+
+
+def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache: dict) -> tuple:
+    """`(theta, theta_behavior, version_lag)` for a seed and staleness value."""
+    policy = make_policy(mdp, config.policy)
+    theta0 = policy.random_parameters(seed, config.init_scale)
+    if config.behavior == "trajectory":
+        if seed not in cache:
+            cache[seed] = reference_trajectory(
+                mdp,
+                theta0,
+                config.trajectory_steps,
+                config.learning_rate,
+                noise_std=config.trajectory_noise,
+                seed=seed,
+                policy=policy,
+            )
+        theta, theta_b = behavior_at_delay(cache[seed], int(staleness))
+        return theta, theta_b, float(staleness)
+    theta_b = perturb_to_kl(
+        mdp, theta0, float(staleness), seed=seed, direction=config.direction, policy=policy
+    )
+    return theta0, theta_b, float(config.direct_version_lag)
+
+
+def _bound_eps(method: str, eps: float | None, config: SweepConfig) -> float:
+    if eps is not None:
+        return eps
+    if method == "vcpo":
+        return config.truncation - 1.0 if config.truncation > 1 else PAPER_CAP_EPS
+    return PAPER_CAP_EPS
+
+
+def _none_if_nan(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def run_sweep(
+    config: SweepConfig,
+    run_dir: str | Path,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    write_figures: bool | None = None,
+) -> list[dict[str, Any]]:
+    """Run (or resume) the sweep in `run_dir`; returns all rows of the results table.
+
+    `fresh=True` discards rows already in `run_dir`. Resuming a directory written with a
+    different config is refused (the message says which fields differ).
+    """
+    from tqdm import tqdm
+
+    from theory.bounds import second_moment_bound
+    from theory.constants import c_eps, gmc_denominator
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if config_path.exists() and not fresh:
+        previous = read_json(config_path).get("config", {})
+        if previous != config.to_dict():
+            diff = sorted(
+                k
+                for k in set(previous) | set(config.to_dict())
+                if previous.get(k) != config.to_dict().get(k)
+            )
+            raise ValueError(
+                f"{run_dir} holds a sweep with a different config (fields {diff}); "
+                "pass --fresh to overwrite it or choose another --out"
+            )
+    rows = [] if fresh else read_jsonl(run_dir / "metrics.jsonl")  # skips a torn last line
+    # keep_steps_below rewrites metrics.jsonl without the torn line a killed run may have left
+    # (appending after it would corrupt the file); rows carry step = 0..n-1.
+    writer = RunWriter(
+        run_dir, config.to_dict(), resume=not fresh, keep_steps_below=None if fresh else len(rows)
+    )
+    done = {row_key(r) for r in rows}
+    points = list(grid_points(config))
+    todo = [p for p in points if (p[4], float(p[2]), p[5], p[3], p[0]) not in done]
+
+    mdp = TokenMDP(
+        num_prompts=config.num_prompts,
+        vocab_size=config.vocab_size,
+        max_length=config.max_length,
+        reward=config.reward,  # type: ignore[arg-type]
+        reward_scale=config.reward_scale,
+        pattern_length=config.pattern_length,
+        seed=config.mdp_seed,
+    )
+    policy = make_policy(mdp, config.policy)
+    L = policy.lipschitz_constant()
+    T = mdp.max_length
+    trajectories: dict[int, torch.Tensor] = {}
+    cell_cache: dict[tuple[int, int, int], Any] = {}
+    pair_cache: dict[tuple[int, int], dict[str, Any]] = {}
+    step = len(rows)
+    bar = tqdm(
+        total=len(points), initial=len(points) - len(todo), desc="toy sweep", disable=not progress
+    )
+    try:
+        for seed, si, staleness, group_size, method, eps in todo:
+            started = time.perf_counter()
+            if (seed, si) not in pair_cache:
+                theta, theta_b, lag = _pair(config, mdp, seed, staleness, trajectories)
+                kl = exact_kl(mdp, theta, theta_b, policy)
+                chi2 = exact_chi_square(mdp, theta, theta_b, policy)
+                grad = exact_gradient(mdp, theta, policy)
+                log_table = log_policy_table(mdp, theta, policy)
+                behavior_table = log_policy_table(mdp, theta_b, policy)
+                pair_cache.clear()
+                pair_cache[(seed, si)] = {
+                    "theta": theta,
+                    "theta_b": theta_b,
+                    "lag": lag,
+                    "log_table": log_table,
+                    "behavior_table": behavior_table,
+                    "target": grad.reshape(-1) / T,
+                    "exact": {
+                        "ratio/kl_exact": float(kl.mean()),
+                        "ratio/kl_exact_max": float(kl.max()),
+                        "ratio/chi_square_exact": float(chi2.mean()),
+                        "ratio/chi_square_exact_max": float(chi2.max()),
+                        "policy/coverage_C": coverage_constant(mdp, theta, theta_b, policy=policy),
+                        "policy/entropy": float(exact_token_entropy(mdp, theta, policy).mean()),
+                        "policy/objective": float(exact_objective(mdp, theta, policy)),
+                        "policy/grad_norm_sq": float((grad**2).sum()),
+                        "estimator/target_norm_sq": float(((grad / T) ** 2).sum()),
+                    },
+                    "drift_bound": T * L / 2 * float(((theta - theta_b) ** 2).sum()),
+                }
+            pair = pair_cache[(seed, si)]
+            cell = (seed, si, group_size)
+            if cell not in cell_cache:
+                cell_cache.clear()
+                gen = torch.Generator().manual_seed(_cell_seed(seed, si, group_size))
+                behavior_lp = response_token_logprobs(mdp, pair["behavior_table"]).sum(dim=-1)
+                _, responses = sample_groups(
+                    mdp, behavior_lp, config.num_minibatches, config.num_groups, group_size, gen
+                )
+                cell_cache[cell] = responses
+            responses = cell_cache[cell]
+            loss_config = PolicyLossConfig(
+                method=method,  # type: ignore[arg-type]
+                eps=PAPER_CAP_EPS if eps is None else eps,
+                clip_low=config.clip_low,
+                clip_high=config.clip_high,
+                truncation=config.truncation,
+                a3po_mask_threshold=config.a3po_mask_threshold,
+                max_length=T,
+            )
+            est = chunked_estimates(
+                mdp,
+                responses,
+                pair["log_table"],
+                pair["behavior_table"],
+                loss_config,
+                advantage=advantage_kind(method, config.advantage),  # type: ignore[arg-type]
+                version_lag=pair["lag"],
+                policy=policy,
+            )
+            stats = summarise(est, pair["target"], config.confidence)
+            exact = pair["exact"]
+            kl_mean = exact["ratio/kl_exact"]
+            bound_eps = _bound_eps(method, eps, config)
+            sm_bound = float(
+                second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
+            )
+            removed_bound = None
+            if method == "gmc":
+                removed_bound = kl_mean / float(gmc_denominator(eps))
+            elif method == "tic":
+                removed_bound = kl_mean / float(c_eps(eps))
+            b = stats.bias
+            row: dict[str, Any] = {
+                "step": step,
+                "method": method,
+                "behavior": config.behavior,
+                "staleness": staleness,
+                "eps": eps,
+                "group_size": group_size,
+                "num_groups": config.num_groups,
+                "num_minibatches": config.num_minibatches,
+                "seed": seed,
+                "advantage": advantage_kind(method, config.advantage),  # type: ignore[arg-type]
+                **exact,
+                "estimator/bias_sq": b.interval.value,
+                "estimator/bias_sq_lo": b.interval.lo,
+                "estimator/bias_sq_hi": b.interval.hi,
+                "estimator/bias_sq_raw": b.raw,
+                "estimator/mc_noise": b.noise,
+                "estimator/relative_bias_sq": b.interval.value / exact["estimator/target_norm_sq"]
+                if exact["estimator/target_norm_sq"] > 0
+                else None,
+                "estimator/effective_draws": config.num_minibatches
+                * config.num_groups
+                * group_size
+                / mdp.num_prompts
+                / (1.0 + exact["ratio/chi_square_exact_max"]),
+                "estimator/second_moment": stats.second_moment.value,
+                "estimator/second_moment_lo": stats.second_moment.lo,
+                "estimator/second_moment_hi": stats.second_moment.hi,
+                "ratio/removed_mass": _none_if_nan(stats.removed_mass.value),
+                "ratio/removed_mass_lo": _none_if_nan(stats.removed_mass.lo),
+                "ratio/removed_mass_hi": _none_if_nan(stats.removed_mass.hi),
+                "ratio/capped_frac": _none_if_nan(stats.capped_frac.value),
+                "ratio/capped_frac_lo": _none_if_nan(stats.capped_frac.lo),
+                "ratio/capped_frac_hi": _none_if_nan(stats.capped_frac.hi),
+                "ratio/clipped_token_frac": _none_if_nan(stats.clipped_token_frac.value),
+                "ratio/clipped_token_frac_lo": _none_if_nan(stats.clipped_token_frac.lo),
+                "ratio/clipped_token_frac_hi": _none_if_nan(stats.clipped_token_frac.hi),
+                "ratio/log_max": float(est.log_ratio_max.max()),
+                "chain/removed_mass_bound": removed_bound,
+                "chain/removed_mass_bound_holds": None
+                if removed_bound is None
+                else bool(stats.removed_mass.lo <= removed_bound),
+                "chain/second_moment_bound": sm_bound,
+                "chain/second_moment_exceeds": bool(stats.second_moment.lo > sm_bound),
+                "chain/kl_drift_bound": pair["drift_bound"],
+                "chain/kl_drift_bound_holds": bool(
+                    exact["ratio/kl_exact_max"] <= pair["drift_bound"] * (1 + 1e-9)
+                ),
+                "mdp/lipschitz_L": L,
+                "mdp/reward_max_R": config.reward_scale,
+                "mdp/vocab_size": config.vocab_size,
+                "mdp/max_length_T": T,
+                "perf/wall_s": time.perf_counter() - started,
+            }
+            writer.log_metrics(row)
+            rows.append(row)
+            step += 1
+            bar.update(1)
+        bar.close()
+        rows = read_jsonl(run_dir / "metrics.jsonl")
+        write_table(rows, run_dir / "results.csv")
+        from toy_mdps.analysis import summarise_sweep
+
+        summary = summarise_sweep(rows, config)
+        figures_on = config.figures if write_figures is None else write_figures
+        if figures_on:
+            from figures.toy_bias import write_toy_figures
+
+            paths = write_toy_figures(
+                rows, run_dir / "figures", slopes=summary["group_size_slopes"]
+            )
+            summary["figures"] = [str(p.relative_to(run_dir)) for p in paths]
+        writer.write_summary(summary)
+    finally:
+        bar.close()
+        writer.close()
+    return rows
+
+
+def write_table(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Write the results table as CSV (columns of `TABLE_COLUMNS`, empty cell for null)."""
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(TABLE_COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in TABLE_COLUMNS})
+    atomic_write_text(path, buffer.getvalue())
