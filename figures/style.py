@@ -40,7 +40,13 @@ def method_label(method: str) -> str:
 
 
 def use_agg() -> None:
-    """Select the non-interactive Agg backend (call before importing pyplot)."""
+    """Select the non-interactive Agg backend (call before importing pyplot), unless the
+    environment chose a backend: `MPLBACKEND` is set (Jupyter kernels set it to their inline
+    backend, so figures drawn from a notebook are shown)."""
+    import os
+
+    if os.environ.get("MPLBACKEND"):
+        return
     import matplotlib
 
     matplotlib.use("Agg")

@@ -30,12 +30,15 @@ class Stage:
     runner: "module:function" taking `(out_dir: Path) -> dict` with at least `"markdown"`
         (the stage's section of the report) and optionally `"headline"` (one line).
     settings: what the stage runs with; a finished stage is reused only with equal settings.
+    reads_earlier: the stage reads the earlier stages' outputs, so it reruns whenever one of
+        them ran again in this invocation.
     """
 
     name: str
     title: str
     runner: str
     settings: tuple[tuple[str, Any], ...] = ()
+    reads_earlier: bool = False
 
 
 def theory_stage(out_dir: Path) -> dict[str, Any]:
@@ -131,6 +134,7 @@ STAGES: tuple[Stage, ...] = (
         "figures",
         "Figures and tables from the run records (paper values beside ours)",
         "gmc_grpo.reproduce:figures_stage",
+        reads_earlier=True,
     ),
 )
 
@@ -263,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and stage.name not in args.only:
             continue
         print(f"[reproduce] {stage.name}: {stage.title}", flush=True)
-        record = run_stage(stage, out, force=args.force)
+        stale_inputs = stage.reads_earlier and any(not r["reused"] for r in records)
+        record = run_stage(stage, out, force=args.force or stale_inputs)
         note = "reused" if record["reused"] else f"{record['seconds']:.1f} s"
         print(f"[reproduce] {stage.name}: {record['status']} ({note})", flush=True)
         records.append(record)

@@ -1,0 +1,448 @@
+"""What the runs measured next to what the theory predicts, one figure per suite.
+
+Suites (`suite=`):
+- `"fixed_delay"`: LLM runs with a FIFO delay `D`; `tau4 = D^4`.
+- `"length_coupled"`: LLM runs under simulated asynchrony; `tau4` is the empirical fourth moment
+  of the realised lags (`staleness/lag` per step, itself a mean over the step's groups).
+- `"toy"`: toy-MDP training runs; the KL is exact (`ratio/kl_exact`), `tau4` as above (or `D^4`
+  when no lag is logged), and the gap is the exact stationarity measure `||grad J||^2`.
+
+Per run (steady state: steps `>= D` for a fixed delay, so the initial fill is left out):
+the mean removed mass and capped fraction, the mean KL(pi_theta || mu) with a 95% batch-means
+interval (10 contiguous blocks, Student t), the removed-mass bound `KL / log(1+2 eps)` (GMC) or
+`KL / c_eps` (TIC) from `theory.bounds.removed_mass_bound`, and the step at which the smoothed
+entropy stabilises (`stabilisation_step`). Per delay: the GMC - TIC gap (final sampled Pass@1 in
+pp for LLM runs; the ratio of mean `||grad J||^2` for toy runs), and the theory's tuned delay
+terms `(K tau4 / N^4)^(1/5)` (`K` from `theory.constants.gmc_penalty` / `tic_penalty`) and their
+ratio `(c_eps / log(1+2 eps))^(2/5)` (`theory.constants.improvement_factor`).
+
+The caption lists each check with its verdict ("agrees", "does not agree", "not measurable").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from figures.common import (
+    eval_curve,
+    final_eval_step,
+    finite,
+    mean,
+    metric_curve,
+    moving_average,
+    panel_axes,
+)
+from figures.discover import Run
+from figures.style import method_color, method_label
+
+SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")
+PAPER_EPS = 0.28
+AGREES, DISAGREES, UNMEASURABLE = "agrees", "does not agree", "not measurable"
+
+
+@dataclass
+class BoundsData:
+    """One suite's measured points, theory curves, gaps and checks (see the module docstring)."""
+
+    suite: str
+    eps: float
+    points: list[dict[str, Any]] = field(default_factory=list)
+    theory: list[dict[str, Any]] = field(default_factory=list)
+    gaps: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, str]] = field(default_factory=list)
+    gap_label: str = ""
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.points)
+
+    @property
+    def caption(self) -> str:
+        head = {
+            "fixed_delay": "Fixed-delay suite (tau4 = D^4).",
+            "length_coupled": "Simulated suite (tau4 = empirical fourth moment of the lags).",
+            "toy": "Toy MDP training runs (exact KL and exact ||grad J||^2).",
+        }[self.suite]
+        lines = [head, f"eps = {self.eps:g}."]
+        lines += [f"{c['claim']}: {c['verdict']} ({c['detail']})." for c in self.checks]
+        return " ".join(lines)
+
+
+def stabilisation_step(
+    steps: Sequence[float], values: Sequence[float], *, window: int = 9, tol: float = 0.1
+) -> float | None:
+    """First step after which the smoothed curve stays within `tol` of its total range from its
+    final level (the mean of the last 10% of the smoothed values); None with < 10 points."""
+    if len(values) < 10:
+        return None
+    smooth = moving_average(values, window)
+    tail = max(1, len(smooth) // 10)
+    final = sum(smooth[-tail:]) / tail
+    band = tol * (max(smooth) - min(smooth))
+    index = len(smooth) - 1
+    while index > 0 and abs(smooth[index - 1] - final) <= band:
+        index -= 1
+    return float(steps[index])
+
+
+def batch_means_interval(
+    values: Sequence[float], blocks: int = 10, level: float = 0.95
+) -> tuple[float, float, float] | None:
+    """`(mean, lo, hi)` of a time series: Student-t interval over `blocks` contiguous block means
+    (fewer blocks for short series; None with fewer than 2 values)."""
+    n = len(values)
+    if n < 2:
+        return None
+    k = min(blocks, n)
+    size = n // k
+    means = [sum(values[i * size : (i + 1) * size]) / size for i in range(k)]
+    center = sum(values) / n
+    sd = math.sqrt(sum((m - sum(means) / k) ** 2 for m in means) / (k - 1))
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + level / 2, k - 1)) * sd / math.sqrt(k)
+    return center, center - half, center + half
+
+
+def _steady(run: Run, suite: str) -> list[dict[str, Any]]:
+    fixed = suite == "fixed_delay" or run.schedule in ("fixed", "fixed_delay")
+    start = run.delay if (fixed and run.delay) else 0
+    return [r for r in run.metrics if r.get("step") is not None and r["step"] >= start]
+
+
+def _mean_of(rows: Sequence[dict[str, Any]], key: str) -> float | None:
+    return mean([float(r[key]) for r in rows if finite(r.get(key))])
+
+
+def _tau4(run: Run, rows: Sequence[dict[str, Any]], suite: str) -> float | None:
+    if suite == "fixed_delay":
+        return None if run.delay is None else float(run.delay) ** 4
+    lags = [float(r["staleness/lag"]) for r in rows if finite(r.get("staleness/lag"))]
+    if lags:
+        return sum(x**4 for x in lags) / len(lags)
+    return None if run.delay is None else float(run.delay) ** 4
+
+
+def _members(
+    runs: Sequence[Run], suite: str, group_size: int | None, eps: float | None
+) -> tuple[list[Run], float]:
+    """The suite's runs at one group size and one eps (`None`: the most common ones, so that the
+    group-size and eps studies do not mix with the delay sweep); returns them and the eps."""
+    if suite == "toy":
+        members = [r for r in runs if r.kind == "toy_train"]
+    else:
+        members = [r for r in runs if r.kind == "llm_train" and r.schedule == suite]
+    sizes = [r.group_size for r in members]
+    if group_size is None and sizes:
+        group_size = max(sorted(set(sizes), key=str), key=sizes.count)
+    members = [r for r in members if r.group_size == group_size]
+    found = [r.eps for r in members if r.eps is not None]
+    if eps is None:
+        eps = (
+            PAPER_EPS
+            if PAPER_EPS in found or not found
+            else max(sorted(set(found)), key=found.count)
+        )
+    return [r for r in members if r.eps is None or r.eps == eps], eps
+
+
+def _final_pass1(run: Run) -> float | None:
+    bench = "math500" if "math500" in run.benchmarks else (run.benchmarks or [None])[0]
+    if bench is None:
+        return None
+    steps, values = eval_curve(run, bench, "sampled")
+    last = final_eval_step(run, [bench])
+    return values[steps.index(float(last))] if steps and last is not None else None
+
+
+def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
+    from theory.bounds import removed_mass_bound
+
+    rows = _steady(run, suite)
+    exact = suite == "toy" or any(finite(r.get("ratio/kl_exact")) for r in rows)
+    kl_key = "ratio/kl_exact" if exact else "ratio/kl_estimate"
+    kl_values = [float(r[kl_key]) for r in rows if finite(r.get(kl_key))]
+    interval = batch_means_interval(kl_values)
+    tau4 = _tau4(run, rows, suite)
+    point: dict[str, Any] = {
+        "run": run.name,
+        "method": run.method,
+        "schedule": run.schedule,
+        "pair": (run.schedule, run.delay, run.model),
+        "delay": run.delay,
+        "tau4": tau4,
+        "x": None if tau4 is None else tau4**0.25,
+        "steps": len(run.metrics),
+        "removed_mass": _mean_of(rows, "ratio/removed_mass"),
+        "capped_frac": _mean_of(rows, "ratio/capped_frac"),
+        "kl_key": kl_key,
+        "kl": interval[0] if interval else (kl_values[0] if kl_values else None),
+        "kl_lo": interval[1] if interval else None,
+        "kl_hi": interval[2] if interval else None,
+        "bound": None,
+        "entropy_step": stabilisation_step(*metric_curve(run, "policy/entropy")),
+        "final_pass1": _final_pass1(run) if suite != "toy" else None,
+        "grad_norm_sq": _mean_of(run.metrics, "policy/grad_norm_sq"),
+    }
+    if run.method in ("gmc", "tic") and point["kl"] is not None:
+        point["bound"] = float(removed_mass_bound(max(point["kl"], 0.0), eps, run.method))
+    return point
+
+
+def bounds_data(
+    runs: Sequence[Run], suite: str, *, eps: float | None = None, group_size: int | None = None
+) -> BoundsData:
+    """Measured quantities and the theory's predictions for one suite (see module docstring).
+
+    `eps`: the cap (default: the runs' `eps_high`, else the paper's 0.28). `group_size`: keep
+    runs of this `G` only (default: the most common one)."""
+    from theory.constants import gmc_penalty, improvement_factor, tic_penalty
+
+    if suite not in SUITES:
+        raise ValueError(f"suite must be one of {SUITES}, got {suite!r}")
+    members, eps = _members(runs, suite, group_size, eps)
+    data = BoundsData(suite=suite, eps=eps)
+    seen: set[tuple[Any, ...]] = set()
+    for run in sorted(members, key=lambda r: (-len(r.metrics), r.name)):
+        point = _point(run, suite, eps)
+        if (point["method"], point["pair"]) in seen:  # a repeated setting: keep the longest run
+            continue
+        seen.add((point["method"], point["pair"]))
+        data.points.append(point)
+    data.points.sort(key=lambda p: (p["x"] if p["x"] is not None else -1.0, str(p["method"])))
+    factor = float(improvement_factor(eps))
+    for x in sorted({p["x"] for p in data.points if p["x"] is not None}):
+        at = [p for p in data.points if p["x"] == x]
+        n = max(p["steps"] for p in at) or 1
+        tau4 = x**4
+        data.theory.append(
+            {
+                "x": x,
+                "tau4": tau4,
+                "N": n,
+                "delay_term_gmc": (float(gmc_penalty(eps)) * tau4 / n**4) ** 0.2,
+                "delay_term_tic": (float(tic_penalty(eps)) * tau4 / n**4) ** 0.2,
+                "factor": factor,
+            }
+        )
+    # GMC and TIC runs of one setting (schedule, delay; model for LLM runs) form a pair; the pair
+    # sits at GMC's tau4^(1/4) (under length-coupled delays the two realise different lags).
+    pairs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
+    for point in data.points:
+        if point["method"] in ("gmc", "tic") and point["x"] is not None:
+            pairs.setdefault(point["pair"], {})[point["method"]] = point
+    for pair in pairs.values():
+        if "gmc" in pair and "tic" in pair:
+            data.gaps.append({"x": pair["gmc"]["x"], **_gap(pair["gmc"], pair["tic"], suite)})
+    data.gaps.sort(key=lambda g: g["x"])
+    data.gap_label = (
+        "GMC / TIC mean ||grad J||^2" if suite == "toy" else "GMC - TIC final Pass@1 (pp)"
+    )
+    data.checks = _checks(data, factor)
+    return data
+
+
+def _gap(gmc: dict[str, Any], tic: dict[str, Any], suite: str) -> dict[str, Any]:
+    if suite == "toy":
+        a, b = gmc["grad_norm_sq"], tic["grad_norm_sq"]
+        return {"gap": a / b if a is not None and b else None}
+    a, b = gmc["final_pass1"], tic["final_pass1"]
+    return {"gap": a - b if a is not None and b is not None else None}
+
+
+def _verdict(ok: int, total: int) -> str:
+    if total == 0:
+        return UNMEASURABLE
+    return AGREES if ok == total else DISAGREES
+
+
+def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
+    checks = []
+    bounded = [p for p in data.points if p["bound"] is not None and p["removed_mass"] is not None]
+    ok = sum(p["removed_mass"] <= p["bound"] * (1 + 1e-9) for p in bounded)
+    estimate = "" if data.suite == "toy" else ", KL is a sample estimate"
+    checks.append(
+        {
+            "claim": "removed mass <= KL / denominator (step 2 of §4.2)",
+            "verdict": _verdict(ok, len(bounded)),
+            "detail": f"{ok} of {len(bounded)} GMC/TIC runs{estimate}",
+        }
+    )
+    for key, name in (("removed_mass", "removed mass"), ("capped_frac", "capped fraction")):
+        pairs = []
+        for method, schedule in {(p["method"], p["schedule"]) for p in data.points}:
+            if method not in ("gmc", "tic"):
+                continue
+            pts = [
+                p
+                for p in data.points
+                if (p["method"], p["schedule"]) == (method, schedule)
+                and p[key] is not None
+                and p["x"] is not None
+            ]
+            pts.sort(key=lambda p: p["x"])
+            pairs += [
+                (a[key], b[key]) for a, b in zip(pts, pts[1:], strict=False) if b["x"] > a["x"]
+            ]
+        ok = sum(b >= a for a, b in pairs)
+        checks.append(
+            {
+                "claim": f"{name} grows with the delay (delay enters through the correction)",
+                "verdict": _verdict(ok, len(pairs)),
+                "detail": f"{ok} of {len(pairs)} consecutive delays",
+            }
+        )
+    positive = [g for g in data.gaps if g["gap"] is not None and g["x"] > 0]
+    values = ", ".join(f"{g['gap']:.3g}" for g in positive)
+    if data.suite == "toy":
+        ok = sum(g["gap"] <= 1.0 for g in positive)
+        detail = f"GMC/TIC <= 1 at {ok} of {len(positive)} delays ({values})"
+    else:
+        ok = sum(g["gap"] >= 0.0 for g in positive)
+        detail = f"GMC >= TIC at {ok} of {len(positive)} delays > 0 ({values} pp)"
+    checks.append(
+        {
+            "claim": "GMC converges no worse than TIC under delay (theory: GMC's delay term is "
+            f"{factor:.3f} x TIC's, (c_eps/log(1+2eps))^(2/5); only the direction is checked)",
+            "verdict": _verdict(ok, len(positive)),
+            "detail": detail,
+        }
+    )
+    earlier = []
+    for pair in sorted({p["pair"] for p in data.points}, key=str):
+        steps = {
+            p["method"]: p["entropy_step"]
+            for p in data.points
+            if p["pair"] == pair and p["x"] is not None and p["x"] > 0
+        }
+        if steps.get("gmc") is not None and steps.get("tic") is not None:
+            earlier.append(steps["gmc"] <= steps["tic"])
+    checks.append(
+        {
+            "claim": "GMC's entropy stabilises no later than TIC's under delay (Figure 4)",
+            "verdict": _verdict(sum(earlier), len(earlier)),
+            "detail": f"{sum(earlier)} of {len(earlier)} delays",
+        }
+    )
+    return checks
+
+
+def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
+    """Six panels: removed mass with its bound, capped fraction, KL with interval, entropy
+    stabilisation step, the GMC-TIC gap with the theory's delay terms, and the checks."""
+    fig, axes = panel_axes(6, ax, width=3.6, height=3.0) if ax is not None else _grid()
+    xlabel = "tau4^(1/4)  (= D for a fixed delay)"
+    curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
+    several = len({schedule for _, schedule in curves}) > 1
+    for method, schedule in curves:
+        pts = [
+            p
+            for p in data.points
+            if (p["method"], p["schedule"]) == (method, schedule) and p["x"] is not None
+        ]
+        color = method_color(method)
+        label = method_label(method) + (f" ({schedule})" if several else "")
+        marker = "^" if schedule == "length_coupled" else "o"
+        xs = [p["x"] for p in pts]
+
+        def draw(axis, key: str, pts=pts, xs=xs, color=color, label=label, marker=marker) -> None:
+            ys = [p[key] for p in pts]
+            keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+            if keep:
+                axis.plot(*zip(*keep, strict=True), marker=marker, color=color, label=label)
+            else:  # keep the method in the shared legend
+                axis.plot([], [], marker=marker, color=color, label=label)
+
+        draw(axes[0], "removed_mass")
+        bounds = [(p["x"], p["bound"]) for p in pts if p["bound"] is not None]
+        if bounds:
+            axes[0].plot(*zip(*bounds, strict=True), ls="--", color=color, label="_bound")
+        draw(axes[1], "capped_frac")
+        kl = [p for p in pts if p["kl"] is not None]
+        if kl:
+            lo = [p["kl"] - p["kl_lo"] if p["kl_lo"] is not None else 0.0 for p in kl]
+            hi = [p["kl_hi"] - p["kl"] if p["kl_hi"] is not None else 0.0 for p in kl]
+            axes[2].errorbar(
+                [p["x"] for p in kl],
+                [p["kl"] for p in kl],
+                yerr=[lo, hi],
+                marker=marker,
+                color=color,
+                capsize=3,
+            )
+        draw(axes[3], "entropy_step")
+    if data.gaps:
+        gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
+        if gaps:
+            axes[4].plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
+        if data.suite == "toy":
+            axes[4].axhline(
+                data.theory[0]["factor"] if data.theory else 1.0,
+                color="0.4",
+                ls=":",
+                label="theory factor",
+            )
+        else:
+            axes[4].axhline(0.0, color="0.6", lw=0.8)
+    if data.theory:
+        twin = axes[4].twinx()
+        xs = [t["x"] for t in data.theory]
+        twin.plot(
+            xs,
+            [t["delay_term_tic"] for t in data.theory],
+            ls="--",
+            color=method_color("tic"),
+            label="TIC delay term",
+        )
+        twin.plot(
+            xs,
+            [t["delay_term_gmc"] for t in data.theory],
+            ls="--",
+            color=method_color("gmc"),
+            label="GMC delay term",
+        )
+        twin.set_ylabel("theory: (K tau4 / N^4)^(1/5)", fontsize=7)
+        twin.legend(fontsize=6, loc="lower right")
+    titles = [
+        "removed mass (solid) vs bound (dashed)",
+        "capped fraction",
+        "KL(pi || mu), 95% interval" + (" (exact)" if data.suite == "toy" else " (estimate)"),
+        "entropy stabilisation step",
+        data.gap_label,
+    ]
+    for axis, title in zip(axes[:5], titles, strict=True):
+        axis.set_title(title, fontsize=8)
+        axis.set_xlabel(xlabel, fontsize=7)
+        axis.grid(alpha=0.3)
+    if axes[4].get_legend_handles_labels()[0]:
+        axes[4].legend(fontsize=6, loc="upper right")
+    handles, labels = axes[3].get_legend_handles_labels()
+    if handles:  # one legend for the method panels, in the text panel
+        axes[5].legend(handles, labels, loc="upper left", fontsize=6, ncol=2, frameon=False)
+    axes[5].axis("off")
+    text = "\n".join(f"- {c['claim']}: {c['verdict']}\n  ({c['detail']})" for c in data.checks)
+    axes[5].text(
+        0.0, 0.55, text or "no runs", va="top", fontsize=6, wrap=True, transform=axes[5].transAxes
+    )
+    if not data.points:
+        axes[0].text(
+            0.5,
+            0.5,
+            f"missing: no {data.suite} runs",
+            ha="center",
+            color="#B00020",
+            transform=axes[0].transAxes,
+        )
+    fig.suptitle(f"Runs vs theory: {data.suite} suite (eps = {data.eps:g})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _grid():
+    from figures.common import pyplot
+
+    fig, grid = pyplot().subplots(2, 3, figsize=(11.0, 6.4))
+    return fig, list(grid.ravel())

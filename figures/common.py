@@ -1,0 +1,360 @@
+"""Shared pieces of the figure modules: data containers, record look-ups, tables, saving.
+
+Data and drawing are kept apart: the `*_data` functions of `figures.llm` and
+`figures.bounds_vs_runs` return a `FigureData` or a `Table`; `plot_panels` draws a `FigureData`;
+`Table.markdown()` / `Table.latex()` render a table.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from figures.discover import Run
+from figures.style import METHOD_ORDER, method_color, method_label, use_agg
+
+MISSING = "missing"
+
+
+# ------------------------------------------------------------------------------------------
+# Containers
+# ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One curve: `values[i]` at `steps[i]`, exactly as read from the run's records.
+
+    `smoothed` (same length) is a centred moving average for display only.
+    """
+
+    method: str
+    run: str
+    steps: list[float]
+    values: list[float]
+    smoothed: list[float] | None = None
+
+
+@dataclass
+class Reference:
+    """A value the paper reports, drawn as a labelled marker (`y`) or vertical span (`x`, `x2`)."""
+
+    label: str
+    method: str | None = None
+    x: float | None = None
+    y: float | None = None
+    x2: float | None = None
+
+
+@dataclass
+class Panel:
+    """One axes of a figure: its curves, what is missing (and why), the paper's references."""
+
+    title: str
+    key: Any
+    series: list[Series] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    references: list[Reference] = field(default_factory=list)
+
+
+@dataclass
+class FigureData:
+    """Everything a figure shows; `plot_panels` draws it."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    panels: list[Panel]
+    notes: list[str] = field(default_factory=list)
+    caption: str = ""
+
+    @property
+    def has_data(self) -> bool:
+        return any(p.series for p in self.panels)
+
+    def series(self, key: Any, method: str) -> Series | None:
+        """The curve of `method` in the panel keyed `key` (None when missing)."""
+        for panel in self.panels:
+            if panel.key == key:
+                for s in panel.series:
+                    if s.method == method:
+                        return s
+        return None
+
+
+@dataclass
+class Table:
+    """A table: formatted `rows` under `columns`, and the raw values in `data` (one dict per row,
+    keyed by `keys`). `title` is the caption; `notes` follow the table."""
+
+    name: str
+    title: str
+    keys: list[str]
+    columns: list[str]
+    rows: list[list[str]]
+    data: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_data(self) -> bool:
+        return any(d.get("source") == "ours" and d.get("found") for d in self.data)
+
+    def markdown(self) -> str:
+        lines = [f"**{self.title}**", ""]
+        lines.append("| " + " | ".join(self.columns) + " |")
+        lines.append("| " + " | ".join("---" for _ in self.columns) + " |")
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        if self.notes:
+            lines.append("")
+            lines += [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def latex(self) -> str:
+        spec = "l" * len(self.columns)
+        lines = [
+            "\\begin{table}[t]",
+            "\\centering",
+            f"\\caption{{{latex_escape(self.title)}}}",
+            f"\\begin{{tabular}}{{{spec}}}",
+            "\\hline",
+            " & ".join(latex_escape(c) for c in self.columns) + " \\\\",
+            "\\hline",
+        ]
+        lines += [" & ".join(latex_escape(c) for c in row) + " \\\\" for row in self.rows]
+        lines += ["\\hline", "\\end{tabular}", "\\end{table}"]
+        return "\n".join(lines) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters in a cell (one pass, so escapes are not re-escaped)."""
+    table = {
+        "\\": "\\textbackslash{}",
+        "&": "\\&",
+        "%": "\\%",
+        "$": "\\$",
+        "#": "\\#",
+        "_": "\\_",
+        "{": "\\{",
+        "}": "\\}",
+        "~": "\\textasciitilde{}",
+        "^": "\\textasciicircum{}",
+        "Δ": "$\\Delta$",
+        "±": "$\\pm$",
+    }
+    return "".join(table.get(char, char) for char in str(text))
+
+
+# ------------------------------------------------------------------------------------------
+# Record look-ups
+# ------------------------------------------------------------------------------------------
+
+
+def finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def metric_curve(run: Run, key: str) -> tuple[list[float], list[float]]:
+    """`(steps, values)` of metric `key` over the run's metrics rows (non-finite rows skipped)."""
+    steps, values = [], []
+    for row in run.metrics:
+        value = row.get(key)
+        if finite(value) and row.get("step") is not None:
+            steps.append(float(row["step"]))
+            values.append(float(value))
+    return steps, values
+
+
+def eval_score(row: dict[str, Any], decoding: str) -> float | None:
+    """Percent score of an evals row: greedy accuracy, or sampled Pass@1 (avg@n)."""
+    if decoding == "greedy":
+        value = row.get("accuracy")
+    else:
+        value = (row.get("pass_at_k") or {}).get("1", row.get("avg_at_n"))
+        if value is None:
+            value = row.get("avg_at_n")
+    return 100.0 * float(value) if finite(value) else None
+
+
+def eval_curve(run: Run, benchmark: str, decoding: str) -> tuple[list[float], list[float]]:
+    """`(steps, percent scores)` of one benchmark and decoding, sorted by step."""
+    points = []
+    for row in run.evals:
+        if row.get("benchmark") != benchmark or row.get("decoding") != decoding:
+            continue
+        score = eval_score(row, decoding)
+        if score is not None and row.get("step") is not None:
+            points.append((float(row["step"]), score))
+    points.sort()
+    return [p[0] for p in points], [p[1] for p in points]
+
+
+def eval_row(run: Run, step: int | None, benchmark: str, decoding: str) -> dict[str, Any] | None:
+    """The evals row of `(step, benchmark, decoding)`; `step=None` matches a row without step."""
+    for row in run.evals:
+        if (
+            row.get("benchmark") == benchmark
+            and row.get("decoding") == decoding
+            and row.get("step") == step
+        ):
+            return row
+    return None
+
+
+def final_eval_step(run: Run, benchmarks: Sequence[str]) -> int | None:
+    """The largest step with an evaluation of any of `benchmarks` (None when there is none)."""
+    steps = [
+        int(r["step"])
+        for r in run.evals
+        if r.get("benchmark") in benchmarks and r.get("step") is not None
+    ]
+    return max(steps) if steps else None
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def moving_average(values: Sequence[float], window: int) -> list[float]:
+    """Centred moving average (shorter windows at the ends); `window <= 1` returns a copy."""
+    n = len(values)
+    if window <= 1 or n == 0:
+        return list(values)
+    half = window // 2
+    out = []
+    for i in range(n):
+        lo, hi = max(0, i - half), min(n, i + half + 1)
+        out.append(sum(values[lo:hi]) / (hi - lo))
+    return out
+
+
+def pick_run(candidates: Sequence[Run], notes: list[str], cell: str) -> Run | None:
+    """One run per cell: the one with the most metrics rows (then evals); others noted."""
+    if not candidates:
+        return None
+    ranked = sorted(candidates, key=lambda r: (len(r.metrics), len(r.evals), str(r.path)))
+    chosen = ranked[-1]
+    if len(ranked) > 1:
+        others = ", ".join(r.name for r in ranked[:-1])
+        notes.append(f"{cell}: {len(ranked)} runs match; using {chosen.name} (not: {others})")
+    return chosen
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    return MISSING if value is None else f"{value:.{digits}f}"
+
+
+def fmt_pair(pair: tuple[float | None, float | None] | None) -> str:
+    if pair is None or (pair[0] is None and pair[1] is None):
+        return MISSING
+    return f"{fmt(pair[0])} / {fmt(pair[1])}"
+
+
+# ------------------------------------------------------------------------------------------
+# Drawing
+# ------------------------------------------------------------------------------------------
+
+
+def pyplot():
+    """`matplotlib.pyplot`, on the Agg backend unless a backend was already chosen (pyplot
+    imported, or `MPLBACKEND` set, as Jupyter kernels do), so notebooks keep showing figures."""
+    if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
+        use_agg()
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3.3):
+    """`(figure, [axes])` for `count` panels: new ones, or the given Axes / sequence of Axes."""
+    plt = pyplot()
+    if ax is None:
+        fig, axes = plt.subplots(1, count, figsize=(width * count, height), squeeze=False)
+        return fig, list(axes[0])
+    axes = list(ax) if isinstance(ax, (list, tuple)) else [ax]
+    if hasattr(ax, "ravel"):
+        axes = list(ax.ravel())
+    if len(axes) < count:
+        raise ValueError(f"this figure has {count} panels; {len(axes)} axes were given")
+    return axes[0].figure, axes[:count]
+
+
+def _order(method: str) -> int:
+    return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
+
+
+def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
+    """Draw a `FigureData`: per panel, each method's curve in its fixed colour (faint raw points
+    and a solid smoothed line when `smoothed` is set), the paper's references as open markers or
+    grey spans, and a "missing: ..." note for what is absent. Returns the figure."""
+    fig, axes = panel_axes(len(data.panels), ax)
+    for axis, panel in zip(axes, data.panels, strict=False):
+        for s in sorted(panel.series, key=lambda s: _order(s.method)):
+            color = method_color(s.method)
+            if s.smoothed is not None:
+                axis.plot(s.steps, s.values, color=color, alpha=raw_alpha, lw=0.8)
+                axis.plot(s.steps, s.smoothed, color=color, lw=1.6, label=method_label(s.method))
+            else:
+                axis.plot(
+                    s.steps, s.values, color=color, lw=1.4, marker=".", label=method_label(s.method)
+                )
+        for ref in panel.references:
+            color = method_color(ref.method) if ref.method else "0.3"
+            if ref.y is not None:
+                axis.plot(
+                    [ref.x],
+                    [ref.y],
+                    ls="none",
+                    marker="D",
+                    mfc="none",
+                    mec=color,
+                    ms=7,
+                    mew=1.4,
+                    label=ref.label,
+                )
+            elif ref.x is not None and ref.x2 is not None:
+                axis.axvspan(ref.x, ref.x2, color="0.5", alpha=0.2, label=ref.label)
+            elif ref.x is not None:
+                axis.axvline(ref.x, color=color, ls=":", lw=1.2, label=ref.label)
+        if panel.missing:
+            axis.text(
+                0.02,
+                0.98,
+                "missing: " + "; ".join(panel.missing),
+                transform=axis.transAxes,
+                fontsize=6.5,
+                color="#B00020",
+                va="top",
+                wrap=True,
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
+            )
+        axis.set_title(panel.title, fontsize=10)
+        axis.set_xlabel(data.xlabel)
+        axis.grid(alpha=0.3)
+        handles, labels = axis.get_legend_handles_labels()
+        if handles:
+            unique = dict(zip(labels, handles, strict=True))
+            axis.legend(unique.values(), unique.keys(), fontsize=6.5)
+    axes[0].set_ylabel(data.ylabel)
+    if data.title:
+        fig.suptitle(data.title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Any, stem: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+    """Write `stem.<format>` for each format (PNG at 150 dpi); close the figure; return paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in formats:
+        path = stem.with_suffix(f".{ext}")
+        fig.savefig(path, dpi=150 if ext == "png" else None)
+        paths.append(path)
+    pyplot().close(fig)
+    return paths

@@ -1,0 +1,99 @@
+"""figures.bounds_vs_runs: measured values equal the records, the theory columns equal theory's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fig_records import metric_row, write_toy_train_run, write_train_run
+
+from figures.bounds_vs_runs import (
+    AGREES,
+    batch_means_interval,
+    bounds_data,
+    plot_bounds_vs_runs,
+    stabilisation_step,
+)
+from figures.common import pyplot
+from figures.discover import discover
+from theory.bounds import removed_mass_bound
+from theory.constants import gmc_penalty, improvement_factor, tic_penalty
+
+STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("bounds")
+    for delay in (0, 4, 8):
+        for method in ("tic", "gmc"):
+            write_train_run(
+                root, f"{method}-{delay}", method=method, delay=delay, steps=STEPS, eval_every=10
+            )
+    write_train_run(root, "gmc-g32", method="gmc", delay=8, group_size=32, steps=STEPS)
+    write_toy_train_run(root, "toy", delays=(0, 4, 8), steps=STEPS)
+    return root
+
+
+def test_fixed_delay_points_equal_the_records(root: Path) -> None:
+    data = bounds_data(discover([root]), "fixed_delay")
+    assert len(data.points) == 6  # the G = 32 run is not mixed in
+    point = next(p for p in data.points if p["method"] == "tic" and p["delay"] == 8)
+    rows = [metric_row(s, "tic", 8) for s in range(8, STEPS)]  # steady state: steps >= D
+    assert point["tau4"] == 8.0**4 and point["x"] == pytest.approx(8.0)
+    assert point["removed_mass"] == pytest.approx(
+        sum(r["ratio/removed_mass"] for r in rows) / len(rows)
+    )
+    assert point["capped_frac"] == pytest.approx(
+        sum(r["ratio/capped_frac"] for r in rows) / len(rows)
+    )
+    kl = [r["ratio/kl_estimate"] for r in rows]
+    assert point["kl"] == pytest.approx(sum(kl) / len(kl))
+    assert point["kl_lo"] <= point["kl"] <= point["kl_hi"]
+    assert point["bound"] == pytest.approx(removed_mass_bound(point["kl"], 0.28, "tic"))
+    theory = next(t for t in data.theory if t["x"] == pytest.approx(8.0))
+    assert theory["factor"] == pytest.approx(improvement_factor(0.28))
+    assert theory["delay_term_gmc"] == pytest.approx((gmc_penalty(0.28) * 8.0**4 / STEPS**4) ** 0.2)
+    assert theory["delay_term_tic"] == pytest.approx((tic_penalty(0.28) * 8.0**4 / STEPS**4) ** 0.2)
+    gap = next(g for g in data.gaps if g["x"] == pytest.approx(8.0))
+    assert gap["gap"] == pytest.approx(5.0)  # synthetic GMC - TIC sampled Pass@1 at the last eval
+    assert {c["claim"].split(" ")[0] for c in data.checks} >= {"removed", "capped", "GMC's"}
+    assert "removed mass <= KL / denominator" in data.caption
+
+
+def test_toy_suite_uses_exact_kl_and_the_lag_moment(root: Path) -> None:
+    data = bounds_data(discover([root]), "toy")
+    point = next(p for p in data.points if p["method"] == "gmc" and p["delay"] == 4)
+    lags = [metric_row(s, "gmc", 4)["staleness/lag"] for s in range(STEPS)]
+    assert point["kl_key"] == "ratio/kl_exact"
+    assert point["tau4"] == pytest.approx(sum(x**4 for x in lags) / len(lags))
+    assert data.gaps and all(g["gap"] == pytest.approx(0.9) for g in data.gaps)
+    assert (
+        next(c for c in data.checks if c["claim"].startswith("GMC converges"))["verdict"] == AGREES
+    )
+
+
+def test_empty_suite_and_plot(root: Path) -> None:
+    runs = discover([root])
+    empty = bounds_data(runs, "length_coupled")
+    assert not empty.has_data and all(c["verdict"] == "not measurable" for c in empty.checks)
+    plt = pyplot()
+    for data in (bounds_data(runs, "fixed_delay"), empty):
+        fig = plot_bounds_vs_runs(data)
+        assert len(fig.axes) >= 6
+        plt.close(fig)
+    with pytest.raises(ValueError, match="suite"):
+        bounds_data(runs, "nope")
+
+
+def test_stabilisation_step_and_interval() -> None:
+    steps = list(range(100))
+    values = [1.0 if s < 40 else 0.0 for s in steps]
+    assert stabilisation_step(steps, values, window=1) == 40
+    assert stabilisation_step(steps[:5], values[:5]) is None
+    center, lo, hi = batch_means_interval([float(i) for i in range(20)])
+    assert center == 9.5 and lo < 9.5 < hi
+    # block means 0.5, 2.5, ..., 18.5: sd = 2 * sqrt(55/6); t(0.975, 9) = 2.2622
+    assert hi - center == pytest.approx(2.2622 * 2 * (55 / 6) ** 0.5 / 10**0.5, rel=1e-3)
+    assert batch_means_interval([1.0, 2.0] * 10)[1:] == (1.5, 1.5)  # equal blocks: no spread
+    assert batch_means_interval([1.0]) is None

@@ -1,0 +1,80 @@
+"""`gmc-grpo figures` and the figures stage of `gmc-grpo reproduce`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fig_records import write_toy_train_run, write_train_run
+
+from figures.cli import ITEMS, main, write_all
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("cli")
+    for method in ("tic", "gmc"):
+        write_train_run(root, f"{method}-0", method=method, delay=0, steps=12, eval_every=4)
+    write_toy_train_run(root, "toy", delays=(0, 2), steps=12)
+    return root
+
+
+def test_write_all_makes_what_it_can_and_says_why_not(root: Path, tmp_path: Path) -> None:
+    result = write_all([root], tmp_path / "out")
+    made = set(result.written)
+    assert {"figure2", "figure4", "table3", "bounds_fixed_delay", "bounds_toy"} <= made
+    for name in ("figure2", "figure4", "bounds_toy"):
+        assert sorted(p.suffix for p in result.written[name]) == [".pdf", ".png"]
+        assert all(p.stat().st_size > 1000 for p in result.written[name])
+    assert sorted(p.suffix for p in result.written["table3"]) == [".md", ".tex"]
+    assert set(result.skipped) >= {"figure5", "figure6", "table1", "table5", "toy_sweeps"}
+    assert "no run" in result.skipped["figure6"] and "needs" in result.skipped["table1"]
+    assert made | set(result.skipped) == set(ITEMS)
+    index = (tmp_path / "out" / "INDEX.md").read_text()
+    assert "![figure2](figure2.png)" in index and "## Not produced" in index
+    assert "- figure6: needs" in index
+
+
+def test_main_only_formats_list_and_errors(root: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "only"
+    assert main([str(root), "--out", str(out), "--only", "figure4", "--formats", "png"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["INDEX.md", "figure4.png"]
+    assert main([str(root), "--list"]) == 0
+    assert "llm_train" in capsys.readouterr().out
+    assert main([str(tmp_path / "absent")]) == 2
+    assert main([str(root), "--only", "figure9"]) == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main([str(empty), "--out", str(tmp_path / "e")]) == 1
+    assert (
+        main([str(empty), "--out", str(tmp_path / "e2"), "--include-empty", "--only", "table1"])
+        == 0
+    )
+    assert "paper (Table 1)" in (tmp_path / "e2" / "table1.md").read_text()
+
+
+def test_help_is_fast_and_imports_no_matplotlib() -> None:
+    code = (
+        "import sys; from figures.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "gmc-grpo figures" in done.stdout
+
+
+def test_reproduce_figures_stage_reads_sibling_stages(root: Path, tmp_path: Path) -> None:
+    from gmc_grpo.reproduce import STAGES, figures_stage
+
+    assert STAGES[-1].name == "figures"
+    results = tmp_path / "results"
+    write_train_run(results / "llm", "gmc-0", method="gmc", delay=0, steps=12, eval_every=4)
+    stage_dir = results / "figures"
+    stage_dir.mkdir(parents=True)
+    out = figures_stage(stage_dir)
+    assert "figure2" in out["written"] and "figure6" in out["skipped"]
+    assert "(figures/figure2.png)" in out["markdown"]
+    assert out["headline"].startswith(f"{len(out['written'])} figures/tables made")

@@ -1,0 +1,183 @@
+"""figures.llm: each figure's data series equal the records it was given; each table's cells equal
+the values; missing runs are shown as missing; the paper's values appear as labelled references."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fig_records import SIX, eval_value, metric_row, write_eval_run, write_train_run
+
+from figures import llm
+from figures import paper_reference as paper
+from figures.common import plot_panels, pyplot
+from figures.discover import Run, discover
+
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> list[Run]:
+    root = tmp_path_factory.mktemp("runs")
+    # Figure 2/4 and Table 3: D = 0 and 128 for all three methods; D = 64 has no GRPO run.
+    for delay in (0, 64, 128):
+        for method in ("grpo", "tic", "gmc"):
+            if (delay, method) != (64, "grpo"):
+                write_train_run(root, f"fd-{method}-{delay}", method=method, delay=delay)
+    # Figure 5 / Table 4: G = 4 only (G = 32 missing; G = 8 comes from the D = 128 runs).
+    for method in ("tic", "gmc"):
+        write_train_run(root, f"gs-{method}-4", method=method, delay=128, group_size=4)
+    # Tables 1, 5 and Figure 6: simulated runs of an 8B model, evaluated by `llm eval` runs.
+    for method in ("grpo", "tic", "gmc", "a3po"):
+        path = write_train_run(
+            root,
+            f"sim-{method}",
+            method=method,
+            schedule="length_coupled",
+            model="models/Qwen3-8B-Base",
+            eval_every=0,
+        )
+        write_eval_run(path, "eval-800", model=str(path), step=STEPS, method_values=method)
+    write_eval_run(root, "base", model="models/Qwen3-1.7B-Base", step=None, method_values="base")
+    return discover([root])
+
+
+def test_figure2_series_equal_the_eval_records(runs: list[Run]) -> None:
+    data = llm.figure2_data(runs)
+    assert [p.key for p in data.panels] == [0, 64, 128]
+    for delay in (0, 128):
+        for method in ("grpo", "tic", "gmc"):
+            series = data.series(delay, method)
+            assert series is not None and series.run == f"fd-{method}-{delay}"
+            assert series.steps == [0.0, 10.0, 20.0, 30.0, 40.0]
+            # pass_at_k["1"] of the sampled rows, in percent
+            expected = [
+                100 * min(1.0, eval_value(s, method, "math500", "sampled"))
+                for s in range(0, 41, 10)
+            ]
+            assert series.values == pytest.approx(expected)
+    panel64 = data.panels[1]
+    assert data.series(64, "grpo") is None
+    assert panel64.missing == ["GRPO (no run)"]
+    refs = {(r.method, r.x, r.y) for r in data.panels[2].references}
+    assert refs == {("grpo", 800, 35.33), ("tic", 800, 55.41), ("gmc", 800, 59.03)}
+    assert all(r.label.startswith("paper") for r in data.panels[2].references)
+
+
+def test_figure4_series_equal_the_entropy_records(runs: list[Run]) -> None:
+    data = llm.figure4_data(runs, window=3)
+    series = data.series(128, "tic")
+    assert series is not None
+    assert series.steps == [float(s) for s in range(STEPS)]
+    assert series.values == [metric_row(s, "tic", 128)["policy/entropy"] for s in range(STEPS)]
+    assert series.smoothed is not None and len(series.smoothed) == STEPS
+    assert series.smoothed[5] == pytest.approx(sum(series.values[4:7]) / 3)
+
+
+def test_figure5_and_figure6_series_equal_the_reward_records(runs: list[Run]) -> None:
+    data = llm.figure5_data(runs)
+    assert [p.key for p in data.panels] == [4, 8, 32]
+    for g, name in ((4, "gs-gmc-4"), (8, "fd-gmc-128")):
+        series = data.series(g, "gmc")
+        assert series is not None and series.run == name
+        assert series.values == [metric_row(s, "gmc", 128)["reward/mean"] for s in range(STEPS)]
+    assert data.panels[2].series == []
+    assert sorted(data.panels[2].missing) == ["GMC-GRPO (no run)", "TIC-GRPO (no run)"]
+    assert [r.x for r in data.panels[0].references] == [300]
+    fig6 = llm.figure6_data(runs)
+    a3po = fig6.series("Qwen3-8B", "a3po")
+    assert a3po is not None
+    assert a3po.values == [metric_row(s, "a3po", 0)["reward/mean"] for s in range(STEPS)]
+    assert [(r.x, r.x2) for r in fig6.panels[0].references] == [(430, 440)]
+
+
+def test_plots_accept_axes_and_return_the_figure(runs: list[Run], tmp_path: Path) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 3)
+    data = llm.figure2_data(runs)
+    assert llm.plot_figure2(data, ax=axes) is fig
+    lines = axes[2].get_lines()
+    gmc = [line for line in lines if line.get_label() == "GMC-GRPO"]
+    assert list(gmc[0].get_ydata()) == data.series(128, "gmc").values
+    assert any(t.get_text().startswith("missing: GRPO") for t in axes[1].texts)
+    plt.close(fig)
+    for build in (llm.figure4_data, llm.figure5_data, llm.figure6_data):
+        fig = plot_panels(build(runs))
+        fig.savefig(tmp_path / "x.png")
+        plt.close(fig)
+
+
+def _row(table, **match):
+    found = [d for d in table.data if all(d.get(k) == v for k, v in match.items())]
+    assert len(found) == 1, (match, found)
+    return found[0]
+
+
+def test_table1_cells_equal_the_eval_values(runs: list[Run]) -> None:
+    table = llm.table1_data(runs)
+    ours = _row(table, model="Qwen3-8B", method="gmc", source="ours")
+    assert ours["step"] == STEPS and ours["run"] == "sim-gmc"
+    for bench in SIX:
+        greedy = 100 * eval_value(STEPS, "gmc", bench, "greedy")
+        sampled = 100 * eval_value(STEPS, "gmc", bench, "sampled")
+        assert ours[bench] == pytest.approx((greedy, sampled))
+    g = [100 * eval_value(STEPS, "gmc", b, "greedy") for b in SIX]
+    s = [100 * eval_value(STEPS, "gmc", b, "sampled") for b in SIX]
+    assert ours["macro"] == pytest.approx((sum(g) / 6, sum(s) / 6))
+    lags = [metric_row(step, "gmc", 0)["staleness/lag"] for step in range(STEPS)]
+    assert ours["avg_delay"] == pytest.approx(sum(lags) / len(lags))
+    ref = _row(table, model="Qwen3-8B", method="gmc", source="paper")
+    assert ref["macro"] == paper.table1_cell("Qwen3-8B", "gmc", "macro") == (64.37, 59.62)
+    missing = _row(table, model="Qwen3-1.7B", method="vcpo", source="ours")
+    assert missing["found"] is False
+    md = table.markdown()
+    assert "missing (no run)" in md and "paper (Table 1)" in md
+    cell = f"{ours['math500'][0]:.2f} / {ours['math500'][1]:.2f}"
+    assert cell in md and cell in table.latex()
+    assert "\\begin{tabular}" in table.latex()
+
+
+def test_table5_shows_the_collapse_and_our_values(runs: list[Run]) -> None:
+    table = llm.table5_data(runs)
+    assert _row(table, model="Qwen3-8B", method="a3po", source="paper")["collapsed"] is True
+    ours = _row(table, model="Qwen3-8B", method="a3po", source="ours")
+    assert ours["gsm8k"] == pytest.approx(
+        (
+            100 * eval_value(STEPS, "a3po", "gsm8k", "greedy"),
+            100 * eval_value(STEPS, "a3po", "gsm8k", "sampled"),
+        )
+    )
+    assert "Training collapsed" in table.markdown()
+
+
+def test_table3_cells_equal_the_eval_values(runs: list[Run]) -> None:
+    table = llm.table3_data(runs)
+    ours = _row(table, delay=128, method="tic", source="ours")
+    sampled = eval_value(STEPS, "tic", "math500", "sampled")
+    assert ours["step"] == STEPS
+    assert ours["greedy"] == pytest.approx(100 * eval_value(STEPS, "tic", "math500", "greedy"))
+    for i, k in enumerate(paper.PASS_AT_K):
+        assert ours[f"pass@{k}"] == pytest.approx(100 * min(1.0, sampled * (1 + 0.1 * i)))
+    assert _row(table, delay=64, method="grpo", source="ours")["found"] is False
+    assert _row(table, delay=None, method="base", source="ours")["run"] == "base"
+    assert _row(table, delay=512, method="gmc", source="paper")["pass@16"] == 83.40
+    at_800 = llm.table3_data(runs, step=800)
+    assert _row(at_800, delay=128, method="tic", source="ours")["greedy"] is None
+
+
+def test_table4_cells_and_delta(runs: list[Run]) -> None:
+    table = llm.table4_data(runs, checkpoints=[20, 200])
+    ours = _row(table, checkpoint=20, group_size=4, source="ours")
+    gmc = (
+        100 * eval_value(20, "gmc", "math500", "greedy"),
+        100 * eval_value(20, "gmc", "math500", "sampled"),
+    )
+    tic = (
+        100 * eval_value(20, "tic", "math500", "greedy"),
+        100 * eval_value(20, "tic", "math500", "sampled"),
+    )
+    assert ours["gmc"] == pytest.approx(gmc) and ours["tic"] == pytest.approx(tic)
+    assert ours["delta"] == pytest.approx(gmc[1] - tic[1])
+    assert _row(table, checkpoint=20, group_size=32, source="ours")["found"] is False
+    assert _row(table, checkpoint=200, group_size=32, source="paper")["delta"] == 7.10
+    assert "missing (no run)" in table.markdown()
