@@ -131,6 +131,12 @@ STAGES: tuple[Stage, ...] = (
         (("config", "quick"),),
     ),
     Stage(
+        "toy_train",
+        "Toy token MDPs: asynchronous learners (delay, group size, length-coupled, eps*)",
+        "toy_mdps.train:reproduce_stage",
+        (("experiments", "quick"),),
+    ),
+    Stage(
         "figures",
         "Figures and tables from the run records (paper values beside ours)",
         "gmc_grpo.reproduce:figures_stage",

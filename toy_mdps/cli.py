@@ -1,8 +1,8 @@
 """`gmc-grpo toy ...`: the toy-MDP track's command line (imports torch only when a command runs).
 
 Subcommands are registered in `COMMANDS`: a name maps to a help line, a function that adds its
-arguments to an argparse parser, and a function that runs it. To add `train`, write
-`_add_train_args(parser)` and `_run_train(args) -> int` and add one entry.
+arguments to an argparse parser, and a function that runs it (`sweep` here, `train` in
+`toy_mdps.train_cli`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from toy_mdps import train_cli
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,11 @@ COMMANDS: dict[str, Command] = {
         add_arguments=_add_sweep_args,
         run=_run_sweep,
     ),
+    "train": Command(
+        help="asynchronous learners (fixed delay or length-coupled) with exact metrics every step",
+        add_arguments=train_cli.add_arguments,
+        run=train_cli.run,
+    ),
 }
 
 
@@ -129,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Token MDPs with exact J, grad J and KL: measured bias and second moment of "
         "the GRPO-style estimators (IS, GRPO, TIC, GMC, VCPO, A-3PO).",
         epilog="examples:\n  gmc-grpo toy sweep --quick\n  gmc-grpo toy sweep --full --out runs/full\n"
-        "  gmc-grpo toy sweep --quick --methods gmc,tic --group-sizes 2,8,32,128",
+        "  gmc-grpo toy sweep --quick --methods gmc,tic --group-sizes 2,8,32,128\n"
+        "  gmc-grpo toy train --quick\n  gmc-grpo toy train --experiment delay_full\n"
+        "  gmc-grpo toy train --method gmc --delay 32 --seeds 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="<command>")

@@ -1,0 +1,340 @@
+"""Figures of the asynchronous toy learners, from saved records only.
+
+An experiment directory (written by `gmc-grpo toy train`) holds `experiment.json`,
+`results.csv` (one row per grid point), `summary.json` (the analysis) and one run directory per
+point with `metrics.jsonl` (one row per step per seed). Computation (`*_curve`, `load_*`) and
+plotting (`plot_*`, each taking `ax=None` and returning the figure) are apart.
+
+- `plot_training_curves`: `J(theta_n)` and `||grad J(theta_n)||^2` vs step per method, one
+  column per delay (mean over seeds with a 95% t-band).
+- `plot_metric_vs_delay`: convergence metric and final `J` vs `D` per method.
+- `plot_group_study`: GMC vs TIC over `G` (mean `J` over training and final `J`).
+- `plot_eps_star`: convergence metric vs `eps` per `(N, D)` and the fitted `eps*` law.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from figures.style import METHOD_ORDER, method_color, method_label, use_agg
+
+
+def load_results(experiment_dir: str | Path) -> list[dict[str, Any]]:
+    """`results.csv` rows with numbers parsed (empty cells become None)."""
+    rows = []
+    with open(Path(experiment_dir) / "results.csv", encoding="utf-8") as handle:
+        for raw in csv.DictReader(handle):
+            row: dict[str, Any] = {}
+            for key, value in raw.items():
+                if value in ("", None):
+                    row[key] = None
+                    continue
+                try:
+                    number = float(value)
+                    row[key] = int(number) if number.is_integer() and "." not in value else number
+                except ValueError:
+                    row[key] = value
+            rows.append(row)
+    return rows
+
+
+def _t_quantile(n: int, level: float = 0.95) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(n - 1, 0.5 + level / 2)) if n > 1 else math.inf
+
+
+def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[str, np.ndarray]:
+    """Mean over seeds of `metric` per step with a t-band: `{step, mean, lo, hi}` arrays."""
+    per_step: dict[int, list[float]] = {}
+    with open(Path(run_dir) / "metrics.jsonl", encoding="utf-8") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            value = row.get(metric)
+            if isinstance(value, (int, float)):
+                per_step.setdefault(int(row["step"]), []).append(float(value))
+    steps = np.array(sorted(per_step))
+    values = [np.array(per_step[s]) for s in steps]
+    mean = np.array([v.mean() for v in values])
+    half = np.array(
+        [
+            _t_quantile(len(v), level) * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0.0
+            for v in values
+        ]
+    )
+    return {"step": steps, "mean": mean, "lo": mean - half, "hi": mean + half}
+
+
+def _axes(ax: Any, figsize: tuple[float, float] = (5, 3.5)) -> tuple[Any, Any]:
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def plot_curve_set(
+    curves: dict[str, dict[str, np.ndarray]],
+    *,
+    ylabel: str,
+    title: str = "",
+    log_y: bool = False,
+    ax: Any = None,
+) -> Any:
+    """One line (with band) per method; `curves` maps method -> `metric_curve` output."""
+    fig, ax = _axes(ax)
+    for method in sorted(curves, key=lambda m: METHOD_ORDER.index(m) if m in METHOD_ORDER else 99):
+        c = curves[method]
+        color = method_color(method)
+        ax.plot(c["step"], c["mean"], color=color, label=method_label(method), lw=1.3)
+        ax.fill_between(c["step"], c["lo"], c["hi"], color=color, alpha=0.2, lw=0)
+    ax.set_xlabel("learner step n")
+    ax.set_ylabel(ylabel)
+    if log_y:
+        ax.set_yscale("log")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return fig
+
+
+def plot_training_curves(
+    experiment_dir: str | Path, delays: list[int] | None = None, ax: Any = None
+) -> Any:
+    """`J` (top) and `||grad J||^2` (bottom) vs step, one column per delay, per method.
+
+    `ax`: an array of axes of shape `[2, len(delays)]` (or None for a new figure).
+    """
+    import matplotlib.pyplot as plt
+
+    experiment_dir = Path(experiment_dir)
+    rows = [r for r in load_results(experiment_dir) if r["delay"] is not None]
+    all_delays = sorted({int(r["delay"]) for r in rows})
+    if delays is None:
+        delays = sorted({all_delays[0], all_delays[len(all_delays) // 2], all_delays[-1]})
+    if ax is None:
+        fig, axes = plt.subplots(
+            2, len(delays), figsize=(4 * len(delays), 6), squeeze=False, sharex=True
+        )
+    else:
+        axes = np.asarray(ax).reshape(2, len(delays))
+        fig = axes[0, 0].figure
+    for col, delay in enumerate(delays):
+        points = [r for r in rows if int(r["delay"]) == delay]
+        for row_i, (metric, label, log_y) in enumerate(
+            (
+                ("policy/objective", "J(theta_n)", False),
+                ("policy/grad_norm_sq", "||grad J(theta_n)||^2", True),
+            )
+        ):
+            curves = {
+                str(r["method"]): metric_curve(experiment_dir / str(r["point"]), metric)
+                for r in points
+            }
+            plot_curve_set(
+                curves,
+                ylabel=label,
+                title=f"D = {delay}" if row_i == 0 else "",
+                log_y=log_y,
+                ax=axes[row_i, col],
+            )
+    axes[0, -1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def _errorbar(ax: Any, x: list[float], row_list: list[dict[str, Any]], key: str, **kw: Any) -> None:
+    y = np.array([r[key] for r in row_list], dtype=float)
+    lo = np.array([r[f"{key}_lo"] for r in row_list], dtype=float)
+    hi = np.array([r[f"{key}_hi"] for r in row_list], dtype=float)
+    ax.errorbar(x, y, yerr=[y - lo, hi - y], capsize=3, marker="o", ms=3, **kw)
+
+
+def plot_metric_vs_delay(
+    rows: list[dict[str, Any]], key: str = "convergence_metric", ax: Any = None
+) -> Any:
+    """`key` (with its interval) vs `D`, one line per method (`results.csv` rows)."""
+    fig, ax = _axes(ax)
+    methods = sorted({r["method"] for r in rows}, key=lambda m: METHOD_ORDER.index(m))
+    for method in methods:
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["delay"])
+        _errorbar(
+            ax,
+            [r["delay"] for r in mine],
+            mine,
+            key,
+            color=method_color(method),
+            label=method_label(method),
+        )
+    ax.set_xlabel("delay D")
+    ax.set_ylabel("(1/N) sum ||grad J(theta_n)||^2" if key == "convergence_metric" else key)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_group_study(
+    rows: list[dict[str, Any]], key: str = "mean_objective", ax: Any = None
+) -> Any:
+    """`key` vs `G` for GMC and TIC (`results.csv` rows of a group-size experiment)."""
+    fig, ax = _axes(ax)
+    for method in ("gmc", "tic"):
+        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["group_size"])
+        if not mine:
+            continue
+        _errorbar(
+            ax,
+            [r["group_size"] for r in mine],
+            mine,
+            key,
+            color=method_color(method),
+            label=method_label(method),
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("group size G")
+    names = {"mean_objective": "mean J over training", "final_objective": "final J"}
+    ax.set_ylabel(names.get(key, key))
+    ax.legend(fontsize=7)
+    return fig
+
+
+def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
+    """Convergence metric vs `eps` for each `(N, D)` with `eps*` marked (`summary["eps_star"]`).
+
+    `ax`: two axes (metric vs eps, eps* vs tau4) or None.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    else:
+        axes = np.asarray(ax).reshape(-1)
+        fig = axes[0].figure
+    cmap = plt.get_cmap("viridis")
+    table = fit["table"]
+    for i, cell in enumerate(table):
+        color = cmap(i / max(1, len(table) - 1))
+        conv = np.array(cell["convergence_metric"])
+        axes[0].plot(
+            cell["eps_grid"],
+            conv / conv.min(),
+            marker="o",
+            ms=3,
+            color=color,
+            label=f"N={cell['num_steps']}, D={cell['delay']}",
+        )
+        axes[0].axvline(cell["eps_star"], color=color, ls=":", lw=0.8)
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("eps (cap 1 + eps)")
+    axes[0].set_ylabel("conv. metric / its minimum")
+    axes[0].legend(fontsize=6)
+    usable = [c for c in table if c["tau4"] > 0]
+    for i, n in enumerate(sorted({c["num_steps"] for c in usable})):
+        color = f"C{i}"
+        mine = [c for c in usable if c["num_steps"] == n]
+        inner = [c for c in mine if c.get("censored") is None]
+        edge = [c for c in mine if c.get("censored") is not None]
+        axes[1].scatter(
+            [c["tau4"] for c in inner],
+            [c["eps_star"] for c in inner],
+            color=color,
+            label=f"N={n}" if inner else None,
+        )
+        for c in edge:  # censored: an open marker with an arrow in the censored direction
+            up = c["censored"] == "above"
+            axes[1].scatter(
+                [c["tau4"]],
+                [c["eps_star"]],
+                facecolors="none",
+                edgecolors=color,
+                marker="o",
+                label=None if inner or c is not edge[0] else f"N={n}",
+            )
+            axes[1].annotate(
+                "",
+                xy=(c["tau4"], c["eps_star"] * (1.6 if up else 0.6)),
+                xytext=(c["tau4"], c["eps_star"]),
+                arrowprops={"arrowstyle": "->", "lw": 0.8, "color": color},
+            )
+        if "tau4_exponent" in fit:
+            t = np.geomspace(min(c["tau4"] for c in usable), max(c["tau4"] for c in usable), 50)
+            pred = np.exp(
+                fit["intercept"]
+                + fit["tau4_exponent"] * np.log(t)
+                + fit["n_exponent"] * math.log(n)
+            )
+            axes[1].plot(t, pred, lw=0.8)
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("tau4 (realised mean lag^4)")
+    axes[1].set_ylabel("eps* (open, arrow: censored at a grid edge)")
+    if "tau4_exponent" in fit:
+        axes[1].set_title(
+            f"fit: a = {fit['tau4_exponent']:.3f} (paper 1/7), "
+            f"b = {fit['n_exponent']:.3f} (paper -3/14)",
+            fontsize=8,
+        )
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def write_training_figures(experiment_dir: str | Path) -> list[Path]:
+    """Write the figures of one experiment into `<experiment_dir>/figures/`; returns the paths."""
+    use_agg()
+    import matplotlib.pyplot as plt
+
+    experiment_dir = Path(experiment_dir)
+    experiment = json.loads((experiment_dir / "experiment.json").read_text())
+    summary_path = experiment_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    rows = load_results(experiment_dir)
+    out = experiment_dir / "figures"
+    out.mkdir(parents=True, exist_ok=True)
+    figs: dict[str, Any] = {}
+    kind = experiment["kind"]
+    if kind == "delay_sweep":
+        figs["curves"] = plot_training_curves(experiment_dir)
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        plot_metric_vs_delay(rows, "convergence_metric", ax=axes[0])
+        plot_metric_vs_delay(rows, "final_objective", ax=axes[1])
+        axes[1].set_ylabel("final J(theta_N)")
+        fig.tight_layout()
+        figs["vs_delay"] = fig
+    elif kind == "group_size":
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        plot_group_study(rows, "mean_objective", ax=axes[0])
+        plot_group_study(rows, "final_objective", ax=axes[1])
+        fig.tight_layout()
+        figs["group_size"] = fig
+    elif kind == "length_coupled":
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        curves = {
+            str(r["method"]): metric_curve(experiment_dir / str(r["point"]), "policy/objective")
+            for r in rows
+        }
+        plot_curve_set(curves, ylabel="J(theta_n)", title="length-coupled delays", ax=axes[0])
+        axes[0].legend(fontsize=7)
+        lags = {
+            str(r["method"]): metric_curve(experiment_dir / str(r["point"]), "staleness/lag")
+            for r in rows
+        }
+        plot_curve_set(lags, ylabel="realised lag", ax=axes[1])
+        fig.tight_layout()
+        figs["length_coupled"] = fig
+    elif kind == "eps_star" and summary.get("eps_star"):
+        figs["eps_star"] = plot_eps_star(summary["eps_star"])
+    paths = []
+    for name, fig in figs.items():
+        path = out / f"{experiment['name']}_{name}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths

@@ -1,0 +1,436 @@
+"""Analysis of toy training experiments: the paper's orderings with intervals, and the eps* fit.
+
+Every comparison between two methods is **paired over seeds**: the learners of one seed share
+the initial parameters and the generator seed, so the per-seed difference of a metric is
+summarised with a Student-t interval (`toy_mdps.train.t_interval`). Verdicts:
+
+- `holds`: every difference the claim needs has its interval strictly on the claimed side;
+- `holds (not significant)`: the means are ordered as claimed but some interval contains 0;
+- `does not hold`: some mean is on the wrong side.
+
+"All similar at `D = 0`" holds when every paired difference of final `J` among GMC, TIC and
+GRPO has an interval containing 0 or a mean below `SIMILAR_TOL` (1% of the reward range).
+
+Corollary 1: for each `(N, D)` the empirically best `eps` is the grid value minimising the mean
+convergence metric `(1/N) sum ||grad J(theta_n)||^2`, refined by a parabola through it and its
+two neighbours in `log eps` when it is interior; `tau4` is the realised mean of `lag^4`. Once
+`1 + eps` exceeds every group's mean ratio, GMC *is* IS and the metric is exactly flat (the
+seeds share their random numbers); a minimum attained (up to ties, relative `TIE_RTOL`) at the
+largest `eps` is therefore **censored** (`eps* >=` the smallest tied value, "no cap is best"),
+and one at the smallest `eps` censored from below. The fit, least squares of
+`log eps* = c + a log tau4 + b log N` over the *interior* cells only, is reported next to the
+paper's `a = 1/7`, `b = -3/14` when at least four interior cells (one residual degree of freedom)
+vary in both `tau4` and `N`. The same is repeated with the `eps` of the best final `J`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gmc_grpo.records import read_json
+from toy_mdps.train import ExperimentConfig, t_interval
+
+SIMILAR_TOL = 0.01
+TIE_RTOL = 1e-9
+PAPER_TAU4_EXPONENT = 1.0 / 7.0
+PAPER_N_EXPONENT = -3.0 / 14.0
+
+
+def _per_seed(out_dir: Path, point: str, key: str) -> dict[str, float]:
+    summary = read_json(out_dir / point / "summary.json")
+    return {seed: values[key] for seed, values in summary["per_seed"].items()}
+
+
+def paired_difference(
+    out_dir: Path, point_a: str, point_b: str, key: str, level: float = 0.95
+) -> dict[str, float]:
+    """t-interval of the per-seed difference `key(a) - key(b)` (seeds present in both)."""
+    a = _per_seed(out_dir, point_a, key)
+    b = _per_seed(out_dir, point_b, key)
+    return t_interval([a[s] - b[s] for s in a if s in b], level)
+
+
+def verdict(diffs: list[dict[str, float]], sign: float = 1.0) -> str:
+    """Verdict for "every difference is on the side `sign`" (see the module docstring)."""
+    means = [sign * d["mean"] for d in diffs]
+    if any(not m > 0 for m in means):
+        return "does not hold"
+    if all((sign * d["lo"] > 0) if sign > 0 else (sign * d["hi"] > 0) for d in diffs):
+        return "holds"
+    return "holds (not significant)"
+
+
+def fmt(stat: dict[str, float], digits: int = 3) -> str:
+    """`mean [lo, hi]`."""
+    return f"{stat['mean']:.{digits}f} [{stat['lo']:.{digits}f}, {stat['hi']:.{digits}f}]"
+
+
+def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
+    for row in rows:
+        if all(row.get(k) == v for k, v in match.items()):
+            return row
+    return None
+
+
+def _ordering(
+    out_dir: Path,
+    claim: str,
+    chain: list[str],
+    rows_of: dict[str, dict[str, Any]],
+    key: str,
+    level: float,
+    larger_is_better: bool = True,
+) -> dict[str, Any]:
+    """`chain[0] >= chain[1] >= ...` on `key` (or `<=` when smaller is better)."""
+    diffs = []
+    parts = []
+    for hi, lo in zip(chain, chain[1:], strict=False):
+        d = paired_difference(out_dir, rows_of[hi]["point"], rows_of[lo]["point"], key, level)
+        diffs.append(d)
+        parts.append(f"{hi} - {lo} = {fmt(d, 4)}")
+    return {
+        "claim": claim,
+        "metric": key,
+        "verdict": verdict(diffs, 1.0 if larger_is_better else -1.0),
+        "differences": diffs,
+        "detail": "; ".join(parts),
+    }
+
+
+def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
+    """The experiment's summary: the results table, and per kind the orderings or the fit."""
+    out: dict[str, Any] = {
+        "name": config.name,
+        "kind": config.kind,
+        "description": config.description,
+        "num_points": len(rows),
+        "results": rows,
+        "orderings": [],
+    }
+    level = config.confidence
+    if config.kind == "delay_sweep":
+        out["orderings"] = _delay_orderings(rows, out_dir, level)
+    elif config.kind == "group_size":
+        out["orderings"] = _group_orderings(rows, out_dir, level)
+    elif config.kind == "length_coupled":
+        out["orderings"] = _length_orderings(rows, out_dir, level)
+    elif config.kind == "eps_star":
+        out["eps_star"] = eps_star_fit(rows)
+    return out
+
+
+def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
+    delays = sorted({r["delay"] for r in rows})
+    result = []
+    methods = {r["method"] for r in rows}
+    if not {"gmc", "tic", "grpo"} <= methods:
+        return result
+    big = delays[-1]
+    at_big = {m: _find(rows, method=m, delay=big) for m in ("gmc", "tic", "grpo")}
+    result.append(
+        _ordering(
+            out_dir,
+            f"GMC >= TIC >= GRPO, final J, D = {big}",
+            ["gmc", "tic", "grpo"],
+            at_big,
+            "final_objective",
+            level,
+        )
+    )
+    result.append(
+        _ordering(
+            out_dir,
+            f"GMC <= TIC <= GRPO, (1/N) sum ||grad J||^2, D = {big}",
+            ["gmc", "tic", "grpo"],
+            at_big,
+            "convergence_metric",
+            level,
+            larger_is_better=False,
+        )
+    )
+    if 0 in delays:
+        at_zero = {m: _find(rows, method=m, delay=0) for m in ("gmc", "tic", "grpo")}
+        diffs, parts = [], []
+        for a, b in (("gmc", "tic"), ("gmc", "grpo"), ("tic", "grpo")):
+            d = paired_difference(
+                out_dir, at_zero[a]["point"], at_zero[b]["point"], "final_objective", level
+            )
+            diffs.append(d)
+            parts.append(f"{a} - {b} = {fmt(d, 4)}")
+        similar = all(d["lo"] <= 0 <= d["hi"] or abs(d["mean"]) < SIMILAR_TOL for d in diffs)
+        result.append(
+            {
+                "claim": "GMC, TIC, GRPO similar at D = 0 (final J)",
+                "metric": "final_objective",
+                "verdict": "holds" if similar else "does not hold",
+                "differences": diffs,
+                "detail": "; ".join(parts) + f" (tolerance {SIMILAR_TOL})",
+            }
+        )
+        grpo0, grpo_big = at_zero["grpo"], at_big["grpo"]
+        result.append(
+            {
+                "claim": f"GRPO degrades from D = 0 to D = {big} (final J)",
+                "metric": "final_objective",
+                "verdict": "holds"
+                if grpo_big["final_objective_hi"] < grpo0["final_objective_lo"]
+                else "does not hold",
+                "detail": f"D=0: {grpo0['final_objective']:.3f}, "
+                f"D={big}: {grpo_big['final_objective']:.3f}",
+            }
+        )
+    return result
+
+
+def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
+    sizes = sorted({r["group_size"] for r in rows})
+    result = []
+    gaps: dict[int, dict[str, dict[str, float]]] = {}
+    for g in sizes:
+        gmc, tic = _find(rows, method="gmc", group_size=g), _find(rows, method="tic", group_size=g)
+        if gmc is None or tic is None:
+            continue
+        gaps[g] = {
+            key: paired_difference(out_dir, gmc["point"], tic["point"], key, level)
+            for key in ("final_objective", "mean_objective", "objective_at_quarter")
+        }
+    if len(gaps) < 2:
+        return result
+    small, large = min(gaps), max(gaps)
+    for key, name in (
+        ("mean_objective", "mean J over training"),
+        ("objective_at_quarter", "J at N/4"),
+        ("final_objective", "final J"),
+    ):
+        # difference of differences, paired over seeds
+        gmc_s = _per_seed(out_dir, _find(rows, method="gmc", group_size=small)["point"], key)
+        tic_s = _per_seed(out_dir, _find(rows, method="tic", group_size=small)["point"], key)
+        gmc_l = _per_seed(out_dir, _find(rows, method="gmc", group_size=large)["point"], key)
+        tic_l = _per_seed(out_dir, _find(rows, method="tic", group_size=large)["point"], key)
+        dd = t_interval(
+            [(gmc_l[s] - tic_l[s]) - (gmc_s[s] - tic_s[s]) for s in gmc_s if s in gmc_l],
+            level,
+        )
+        detail = "; ".join(f"G={g}: GMC - TIC = {fmt(gaps[g][key], 4)}" for g in sorted(gaps))
+        result.append(
+            {
+                "claim": f"larger G helps GMC more than TIC ({name}, G={small} -> {large})",
+                "metric": key,
+                "verdict": verdict([dd]),
+                "differences": [dd],
+                "detail": detail + f"; change of the gap {fmt(dd, 4)}",
+            }
+        )
+    return result
+
+
+def _length_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
+    result = []
+    rows_of = {r["method"]: r for r in rows}
+    lags = [r["lag_mean"] for r in rows]
+    if lags:
+        ratio = max(lags) / max(min(lags), 1e-12)
+        result.append(
+            {
+                "claim": "mean realised lag comparable across methods",
+                "metric": "lag_mean",
+                "verdict": "holds" if ratio <= 1.5 else "does not hold",
+                "detail": ", ".join(f"{r['method']}: {r['lag_mean']:.1f}" for r in rows)
+                + f" (max/min {ratio:.2f}; criterion <= 1.5)",
+            }
+        )
+    if {"gmc", "tic", "grpo"} <= set(rows_of):
+        result.append(
+            _ordering(
+                out_dir,
+                "GMC >= TIC >= GRPO, final J, length-coupled delays",
+                ["gmc", "tic", "grpo"],
+                rows_of,
+                "final_objective",
+                level,
+            )
+        )
+    return result
+
+
+def _refine(eps: list[float], values: list[float], best: int) -> float:
+    """Parabola through the minimum and its neighbours in `log eps` (interior minima only)."""
+    if not 0 < best < len(eps) - 1:
+        return eps[best]
+    x = np.log(np.array(eps[best - 1 : best + 2]))
+    y = np.array(values[best - 1 : best + 2])
+    a, b, _ = np.polyfit(x, y, 2)
+    if not a > 0:
+        return eps[best]
+    vertex = float(np.clip(-b / (2 * a), x[0], x[2]))
+    return float(math.exp(vertex))
+
+
+def best_eps(eps: list[float], values: list[float], minimise: bool = True) -> dict[str, Any]:
+    """The best `eps` of one cell: `{eps_star, eps_star_grid, censored}` (module docstring)."""
+    signed = [v if minimise else -v for v in values]
+    low = min(signed)
+    tied = [i for i, v in enumerate(signed) if v - low <= TIE_RTOL * abs(low)]
+    best = tied[0]
+    if tied[-1] == len(eps) - 1:
+        censored = "above"  # the largest eps (no cap / IS-equivalent) is best: eps* >= eps[best]
+    elif best == 0:
+        censored = "below"
+    else:
+        censored = None
+    star = eps[best] if censored else _refine(eps, signed, best)
+    return {"eps_star": star, "eps_star_grid": eps[best], "censored": censored}
+
+
+def _fit_exponents(cells: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """Least squares `log eps* = c + a log tau4 + b log N` over the cells interior under `key`."""
+    usable = [t for t in cells if t["tau4"] > 0 and t[key]["censored"] is None]
+    out: dict[str, Any] = {"censored_cells": sum(t[key]["censored"] is not None for t in cells)}
+    taus = {round(t["tau4"], 6) for t in usable}
+    ns = {t["num_steps"] for t in usable}
+    if len(usable) < 4 or len(taus) < 2 or len(ns) < 2:  # 3 coefficients + 1 residual dof
+        return out
+    X = np.column_stack(
+        [
+            np.ones(len(usable)),
+            np.log([t["tau4"] for t in usable]),
+            np.log([t["num_steps"] for t in usable]),
+        ]
+    )
+    y = np.log([t[key]["eps_star"] for t in usable])
+    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
+    resid = y - X @ coef
+    dof = len(y) - 3
+    se = [math.nan] * 3
+    if dof > 0:
+        sigma2 = float(resid @ resid) / dof
+        cov = sigma2 * np.linalg.pinv(X.T @ X)
+        se = [float(math.sqrt(max(c, 0.0))) for c in np.diag(cov)]
+    out.update(
+        intercept=float(coef[0]),
+        tau4_exponent=float(coef[1]),
+        n_exponent=float(coef[2]),
+        tau4_exponent_se=se[1],
+        n_exponent_se=se[2],
+        num_cells=len(usable),
+    )
+    return out
+
+
+def eps_star_fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """`eps*` per `(N, D)` and the least-squares exponents (see the module docstring).
+
+    The top-level keys describe the paper's criterion (minimum convergence metric);
+    `objective_fit` repeats the fit for the `eps` with the best final `J` (a second view).
+    """
+    cells: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        if row["method"] != "gmc":
+            continue
+        cells.setdefault((row["num_steps"], row["delay"]), []).append(row)
+    table = []
+    for (n, d), cell in sorted(cells.items()):
+        cell.sort(key=lambda r: r["eps"])
+        eps = [r["eps"] for r in cell]
+        conv = [r["convergence_metric"] for r in cell]
+        final = [r["final_objective"] for r in cell]
+        by_conv = best_eps(eps, conv, minimise=True)
+        by_final = best_eps(eps, final, minimise=False)
+        table.append(
+            {
+                "num_steps": n,
+                "delay": d,
+                "tau4": float(np.mean([r["lag_tau4"] for r in cell])),
+                "eps_grid": eps,
+                "convergence_metric": conv,
+                "final_objective": final,
+                **by_conv,
+                "eps_star_interior": by_conv["censored"] is None,
+                "by_convergence": by_conv,
+                "by_final_objective": by_final,
+                "eps_best_final_objective": by_final["eps_star"],
+            }
+        )
+    fit: dict[str, Any] = {
+        "table": table,
+        "paper_tau4_exponent": PAPER_TAU4_EXPONENT,
+        "paper_n_exponent": PAPER_N_EXPONENT,
+        **_fit_exponents(table, "by_convergence"),
+        "objective_fit": _fit_exponents(table, "by_final_objective"),
+    }
+    return fit
+
+
+def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefix: str) -> str:
+    """The report section of one experiment (tables, verdicts, figure links under `prefix`)."""
+    lines = [f"### {config.name} ({config.kind})", ""]
+    if config.description:
+        lines += [config.description, ""]
+    rows = summary["results"]
+    seeds = rows[0]["num_seeds"] if rows else 0
+    lines += [
+        f"{len(rows)} runs, {seeds} seeds each; mean [95% t-interval over seeds].",
+        "",
+        "| point | final J | (1/N) sum ||grad J||^2 | mean lag |",
+        "| --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        final = {
+            k: r[f"final_objective{s}"] for k, s in (("mean", ""), ("lo", "_lo"), ("hi", "_hi"))
+        }
+        conv = {
+            k: r[f"convergence_metric{s}"] for k, s in (("mean", ""), ("lo", "_lo"), ("hi", "_hi"))
+        }
+        lines.append(f"| {r['point']} | {fmt(final)} | {fmt(conv, 5)} | {r['lag_mean']:.1f} |")
+    if summary.get("orderings"):
+        lines += ["", "| claim | verdict | detail |", "| --- | --- | --- |"]
+        for o in summary["orderings"]:
+            lines.append(f"| {o['claim']} | {o['verdict']} | {o['detail']} |")
+    fit = summary.get("eps_star")
+    if fit:
+        lines += ["", "| N | D | tau4 | eps* (min conv. metric) | eps* (max final J) |"]
+        lines += ["| --- | --- | --- | --- | --- |"]
+        for t in fit["table"]:
+            lines.append(
+                f"| {t['num_steps']} | {t['delay']} | {t['tau4']:.3g} "
+                f"| {_star_text(t['by_convergence'])} | {_star_text(t['by_final_objective'])} |"
+            )
+        for name, part in (
+            ("minimum convergence metric (the paper's criterion)", fit),
+            ("maximum final J", fit["objective_fit"]),
+        ):
+            lines += ["", _fit_text(name, part, len(fit["table"]))]
+    for fig in summary.get("figures", []):
+        if fig.endswith(".png"):
+            lines += ["", f"![{Path(fig).stem}]({prefix}/{fig})"]
+    return "\n".join(lines) + "\n"
+
+
+def _star_text(best: dict[str, Any]) -> str:
+    star = f"{best['eps_star']:.3g}"
+    if best["censored"] == "above":
+        return f">= {star} (largest eps best)"
+    if best["censored"] == "below":
+        return f"<= {star} (smallest eps best)"
+    return star
+
+
+def _fit_text(name: str, part: dict[str, Any], cells: int) -> str:
+    if "tau4_exponent" not in part:
+        return (
+            f"eps* by {name}: no exponent fit, {part['censored_cells']} of {cells} cells have "
+            "their optimum at an edge of the eps grid (censored), too few interior optima "
+            "(at least 4 needed; paper: a = 1/7, b = -3/14)."
+        )
+    return (
+        f"eps* by {name}: `log eps* = c + a log tau4 + b log N` gives a = "
+        f"{part['tau4_exponent']:.3f} (se {part['tau4_exponent_se']:.3f}; paper 1/7 = "
+        f"{PAPER_TAU4_EXPONENT:.3f}), b = {part['n_exponent']:.3f} (se "
+        f"{part['n_exponent_se']:.3f}; paper -3/14 = {PAPER_N_EXPONENT:.3f}), over the "
+        f"{part['num_cells']} cells with an interior optimum ({part['censored_cells']} censored "
+        "cells left out)."
+    )
