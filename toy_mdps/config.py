@@ -17,6 +17,72 @@ ADVANTAGE_CHOICES = ("loo", "centered", "std", "paper")
 POLICY_NAMES = ("tabular", "loglinear")
 
 
+def config_error(config: Any, name: str, why: str) -> ValueError:
+    """`ValueError("<Class>.<field>=<value>: <why>")` for a config field that fails a check."""
+    return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
+
+
+def check_mdp_fields(config: Any) -> None:
+    """Checks shared by every toy config that builds a `TokenMDP`, a policy and groups of `G`.
+
+    Fields: num_prompts, vocab_size, max_length, pattern_length, num_groups, reward,
+    reward_scale, policy, init_scale.
+    """
+    for name in ("num_prompts", "max_length", "pattern_length", "num_groups"):
+        if int(getattr(config, name)) < 1:
+            raise config_error(config, name, "must be >= 1")
+    if config.vocab_size < 2:
+        raise config_error(config, "vocab_size", "must be >= 2 (one token is EOS)")
+    if config.pattern_length > config.max_length:
+        raise config_error(config, "pattern_length", f"must be <= max_length={config.max_length}")
+    if config.reward not in ("pattern", "length"):
+        raise config_error(config, "reward", "must be 'pattern' or 'length'")
+    if not config.reward_scale > 0:
+        raise config_error(config, "reward_scale", "must be > 0")
+    if config.policy not in POLICY_NAMES:
+        raise config_error(config, "policy", f"must be one of {POLICY_NAMES}")
+    if not config.init_scale >= 0:
+        raise config_error(config, "init_scale", "must be >= 0")
+
+
+def check_loss_constants(config: Any) -> None:
+    """Checks of the token-clip, VCPO and A-3PO constants a toy config passes to the core loss."""
+    if not 0 <= config.clip_low < 1:
+        raise config_error(config, "clip_low", "must be in [0, 1)")
+    if not config.clip_high >= 0:
+        raise config_error(config, "clip_high", "must be >= 0")
+    if not config.truncation > 0:
+        raise config_error(config, "truncation", "must be > 0")
+    if not config.a3po_mask_threshold > 0:
+        raise config_error(config, "a3po_mask_threshold", "must be > 0")
+
+
+def dataclass_from_dict(cls: Any, data: dict[str, Any], ignore: tuple[str, ...] = ()) -> Any:
+    """Build dataclass `cls` from `data`, rejecting unknown keys (`_`-prefixed keys are comments)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(
+        k for k in data if k not in names and not k.startswith("_") and k not in ignore
+    )
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields {unknown}; valid fields: {sorted(names)}")
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def read_json_config(path: str | Path, what: str, pattern: str = "*.json") -> dict[str, Any]:
+    """Read a JSON config file; a missing file names the shipped configs matching `pattern`."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{what} config {path} does not exist; shipped configs: "
+            f"{sorted(p.name for p in CONFIG_DIR.glob(pattern))}"
+        )
+    with open(path, encoding="utf-8") as handle:
+        try:
+            return json.load(handle)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path} is not valid JSON: {err}") from None
+
+
 @dataclass
 class SweepConfig:
     """A grid of `method x staleness x eps x G x seed` estimator measurements on one token MDP.
@@ -101,21 +167,7 @@ class SweepConfig:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"SweepConfig.{name}={getattr(self, name)!r}: {why}")
 
-        for name in ("num_prompts", "vocab_size", "max_length", "pattern_length", "num_groups"):
-            if int(getattr(self, name)) < 1:
-                raise bad(name, "must be >= 1")
-        if self.vocab_size < 2:
-            raise bad("vocab_size", "must be >= 2 (one token is EOS)")
-        if self.pattern_length > self.max_length:
-            raise bad("pattern_length", f"must be <= max_length={self.max_length}")
-        if self.reward not in ("pattern", "length"):
-            raise bad("reward", "must be 'pattern' or 'length'")
-        if not self.reward_scale > 0:
-            raise bad("reward_scale", "must be > 0")
-        if self.policy not in POLICY_NAMES:
-            raise bad("policy", f"must be one of {POLICY_NAMES}")
-        if not self.init_scale >= 0:
-            raise bad("init_scale", "must be >= 0")
+        check_mdp_fields(self)
         if self.behavior not in BEHAVIOR_MODES:
             raise bad("behavior", f"must be one of {BEHAVIOR_MODES}")
         if self.trajectory_steps < 0:
@@ -152,14 +204,7 @@ class SweepConfig:
             raise bad("group_sizes", "must be non-empty, each >= 2 (advantages need G >= 2)")
         if self.advantage not in ADVANTAGE_CHOICES:
             raise bad("advantage", f"must be one of {ADVANTAGE_CHOICES}")
-        if not 0 <= self.clip_low < 1:
-            raise bad("clip_low", "must be in [0, 1)")
-        if not self.clip_high >= 0:
-            raise bad("clip_high", "must be >= 0")
-        if not self.truncation > 0:
-            raise bad("truncation", "must be > 0")
-        if not self.a3po_mask_threshold > 0:
-            raise bad("a3po_mask_threshold", "must be > 0")
+        check_loss_constants(self)
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise bad("seeds", "must be non-empty without duplicates")
         if self.num_minibatches < 3:
@@ -181,29 +226,12 @@ class SweepConfig:
             raise ValueError(
                 f"this is a {kind!r} config, not a sweep config (run it with `gmc-grpo toy {kind}`)"
             )
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(
-            k for k in data if k not in names and not k.startswith("_") and k != "kind"
-        )
-        if unknown:
-            raise ValueError(f"unknown SweepConfig fields {unknown}; valid fields: {sorted(names)}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return dataclass_from_dict(cls, data, ignore=("kind",))
 
     @classmethod
     def from_file(cls, path: str | Path) -> SweepConfig:
         """Read a JSON config (e.g. `toy_mdps/configs/quick.json`)."""
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"sweep config {path} does not exist; shipped configs: "
-                f"{sorted(p.name for p in CONFIG_DIR.glob('*.json'))}"
-            )
-        with open(path, encoding="utf-8") as handle:
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} is not valid JSON: {err}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_config(path, "sweep"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -46,7 +46,6 @@ Shapes: `S` seeds, `B` groups of `G` responses, `T` maximum length, `P` paramete
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +67,12 @@ from gmc_grpo.estimators import (
 from gmc_grpo.logratio import effective_sample_size
 from gmc_grpo.losses import PAPER_ADVANTAGE
 from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule, ScheduledBatch
+from toy_mdps.config import (
+    check_loss_constants,
+    check_mdp_fields,
+    dataclass_from_dict,
+    read_json_config,
+)
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_policy
 from toy_mdps.statistics import sample_groups
@@ -181,33 +186,14 @@ class TrainConfig:
         def bad(name: str, why: str) -> ValueError:
             return ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: {why}")
 
-        for name in ("num_prompts", "max_length", "pattern_length", "num_groups", "num_steps"):
-            if int(getattr(self, name)) < 1:
-                raise bad(name, "must be >= 1")
-        if self.vocab_size < 2:
-            raise bad("vocab_size", "must be >= 2 (one token is EOS)")
-        if self.pattern_length > self.max_length:
-            raise bad("pattern_length", f"must be <= max_length={self.max_length}")
-        if self.reward not in ("pattern", "length"):
-            raise bad("reward", "must be 'pattern' or 'length'")
-        if not self.reward_scale > 0:
-            raise bad("reward_scale", "must be > 0")
-        if self.policy not in ("tabular", "loglinear"):
-            raise bad("policy", "must be 'tabular' or 'loglinear'")
-        if not self.init_scale >= 0:
-            raise bad("init_scale", "must be >= 0")
+        check_mdp_fields(self)
+        if self.num_steps < 1:
+            raise bad("num_steps", "must be >= 1")
         if self.method not in TRAIN_METHODS:
             raise bad("method", f"must be one of {TRAIN_METHODS}")
         if not (self.eps > 0 and math.isfinite(self.eps)):
             raise bad("eps", "must be finite and > 0")
-        if not 0 <= self.clip_low < 1:
-            raise bad("clip_low", "must be in [0, 1)")
-        if not self.clip_high >= 0:
-            raise bad("clip_high", "must be >= 0")
-        if not self.truncation > 0:
-            raise bad("truncation", "must be > 0")
-        if not self.a3po_mask_threshold > 0:
-            raise bad("a3po_mask_threshold", "must be > 0")
+        check_loss_constants(self)
         if self.advantage not in ADVANTAGES:
             raise bad("advantage", f"must be one of {ADVANTAGES}")
         if not self.vcpo_rho_ref > 0:
@@ -248,17 +234,11 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         """Build from a dict, rejecting unknown keys (keys starting with `_` are comments)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in data if k not in names and not k.startswith("_"))
-        if unknown:
-            raise ValueError(f"unknown TrainConfig fields {unknown}; valid fields: {sorted(names)}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return dataclass_from_dict(cls, data)
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        path = Path(path)
-        with open(path, encoding="utf-8") as handle:
-            return cls.from_dict(json.load(handle))
+        return cls.from_dict(read_json_config(path, "train"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
-import json
 import math
 import os
 import time
@@ -35,6 +34,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
+from toy_mdps.config import dataclass_from_dict, read_json_config
 from toy_mdps.learner import CONFIG_DIR, AsyncLearner, TrainConfig, exact_state
 
 EXPERIMENT_KINDS = ("runs", "delay_sweep", "group_size", "length_coupled", "eps_star")
@@ -242,26 +242,11 @@ class ExperimentConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in data if k not in names and not k.startswith("_"))
-        if unknown:
-            raise ValueError(f"unknown ExperimentConfig fields {unknown}; valid: {sorted(names)}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return dataclass_from_dict(cls, data)
 
     @classmethod
     def from_file(cls, path: str | Path) -> ExperimentConfig:
-        path = Path(path)
-        if not path.exists():
-            raise FileNotFoundError(
-                f"experiment config {path} does not exist; shipped configs: "
-                f"{sorted(p.name for p in CONFIG_DIR.glob('train_*.json'))}"
-            )
-        with open(path, encoding="utf-8") as handle:
-            try:
-                data = json.load(handle)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path} is not valid JSON: {err}") from None
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_config(path, "experiment", "train_*.json"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
