@@ -22,10 +22,12 @@ import time
 from pathlib import Path
 
 import torch
-from torch.utils.checkpoint import checkpoint
 
 from gmc_grpo import advantages
 from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig, policy_loss
+
+# The learner's log-prob functions (chunked, checkpointed log-softmax), shared with the trainer.
+from llm_runs.learner import chunked_token_logprobs, response_logprobs  # noqa: F401
 
 # Qwen3-1.7B(-Base) architecture (its published config.json).
 QWEN3_1_7B = dict(
@@ -52,32 +54,6 @@ TINY = dict(
     max_position_embeddings=512,
     tie_word_embeddings=True,
 )
-
-
-def chunked_token_logprobs(hidden, weight, targets, chunk: int) -> torch.Tensor:
-    """log softmax(hidden @ weight.T)[targets] in chunks of `chunk` positions: `[N, H] -> [N]`."""
-
-    def piece(h, t):
-        logits = (h @ weight.T).float()
-        return logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
-
-    out = []
-    for start in range(0, hidden.shape[0], chunk):
-        h, t = hidden[start : start + chunk], targets[start : start + chunk]
-        out.append(checkpoint(piece, h, t, use_reentrant=False) if h.requires_grad else piece(h, t))
-    return torch.cat(out)
-
-
-def response_logprobs(model, input_ids, prompt_len: int, chunk: int) -> torch.Tensor:
-    """Per-token log-probs of the response part: `[n, P + T] -> [n, T]`."""
-    hidden = model.model(input_ids=input_ids).last_hidden_state  # [n, P+T, H]
-    h = hidden[:, prompt_len - 1 : -1]  # positions predicting the response tokens
-    targets = input_ids[:, prompt_len:]
-    n, t, d = h.shape
-    lp = chunked_token_logprobs(
-        h.reshape(n * t, d), model.lm_head.weight, targets.reshape(-1), chunk
-    )
-    return lp.view(n, t)
 
 
 def learner_step(model, optimizer, batch, method: str, groups_per_micro: int, chunk: int):

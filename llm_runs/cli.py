@@ -17,6 +17,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "llm_runs.evaluate",
         "evaluate a model or checkpoint on the six benchmarks (greedy, avg@n, pass@k, macro)",
     ),
+    "train": (
+        "llm_runs.train",
+        "train with GRPO/TIC/GMC/VCPO/GAC/A-3PO under fixed or simulated delays (recipes: --recipe)",
+    ),
     "data": (
         "llm_runs.data_cli",
         "download the datasets from the hub into a local folder for --data-dir (needs network)",

@@ -1,4 +1,4 @@
-"""The three notebooks of the figures track run top to bottom (slow: a Jupyter kernel each; the
+"""The three notebooks of the figures track run top to bottom (marker `notebook`: a Jupyter kernel each; the
 paper-figures notebook trains the tiny CPU recipe for a few steps) and are stored without outputs."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_notebook_is_stored_without_outputs(name: str) -> None:
     assert "def " not in source  # thin: helpers live in the packages
 
 
-@pytest.mark.slow
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nbformat = pytest.importorskip("nbformat")
