@@ -177,7 +177,10 @@ def normaliser(
                 f"max_length={length} is shorter than the padded response length {mask.shape[-1]}"
             )
         return torch.full(
-            maskf.shape[:-3] + (1, 1, 1), float(length * num_traj), dtype=maskf.dtype, device=mask.device
+            maskf.shape[:-3] + (1, 1, 1),
+            float(length * num_traj),
+            dtype=maskf.dtype,
+            device=mask.device,
         )
     if aggregation == "token_mean":
         return maskf.sum(dim=(-3, -2, -1), keepdim=True).clamp(min=1.0)

@@ -55,7 +55,19 @@ METRIC_NAMES: dict[str, str] = {
     "perf/tokens_per_s": "learner throughput, tokens per second",
     "perf/peak_memory_gb": "peak accelerator (or process) memory, GiB",
     "mismatch/logprob_abs_mean": "mean |engine log-prob - learner log-prob| at version v (LLM)",
+    "advantage/abs_mean": "mean |A_i| of the consumed batch",
+    "response/truncated_frac": "fraction of responses that hit the completion budget",
+    "perf/learner_seconds": "wall time of the learner update",
+    "perf/rollout_seconds": "wall time spent generating rollouts in this step",
+    "staleness/behavior_version": "learner version of the policy that generated the batch",
+    "vcpo/step_scale": "VCPO: sqrt(min(1, ESS / rho_ref)) applied to the learning rate",
+    "vcpo/score_norm_mean": "VCPO: mean ||grad log pi(y_i | x)|| of the batch's trajectories",
+    "a3po/masked_token_frac": "A-3PO: fraction of tokens masked for pi_prox / mu > threshold",
+    "estimator/mc_noise": "toy sweeps: Monte Carlo noise tr(Cov)/M removed from the squared bias",
+    "policy/coverage_C": "toy: Assumption 2's C, 1 / the smallest token probability",
 }
+# Toy sweeps also write `<name>_lo` / `<name>_hi` interval ends and `chain/*` checks of the
+# paper's chain; `toy_mdps.sweep.TABLE_COLUMNS` documents every column of their table.
 
 
 def _jsonable(value: Any) -> Any:

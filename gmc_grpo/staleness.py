@@ -20,7 +20,10 @@ Two schedules (Appendix B.1):
   the next one (refill). Warm-up and refill launch at most `max_launches` batches (400 in B.1);
   if that is not enough, the clock waits until the earliest in-flight batch is ready. Visible
   batches are consumed earliest-ready first (ties: launch order). Because in steady state about
-  one batch is launched per update, a batch's lag in learner updates is close to `lam * L`.
+  one batch is launched per update, a batch's lag in learner updates is close to `lam * L`; a
+  finite run's mean lag is lower, because its first ~`lam * L` updates consume the warm-up
+  batches of the initial policy (`llm_runs.calibration` solves for the unit of `L` that gives a
+  target mean lag over a run).
 
 Every consumed batch records its realised lag (`realised_lags`); nothing is lost or duplicated.
 """
@@ -30,7 +33,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -63,7 +66,9 @@ class ScheduledBatch(Generic[T]):
 
 
 def _entry_state(entry: ScheduledBatch[Any]) -> dict[str, Any]:
-    return asdict(entry)
+    # shallow on purpose: `dataclasses.asdict` would deep-copy the stored batches (at D = 512 and
+    # paper shapes, gigabytes of tensors) and turn dataclass batches into dicts
+    return {f.name: getattr(entry, f.name) for f in fields(entry)}
 
 
 def _entry_from_state(state: dict[str, Any]) -> ScheduledBatch[Any]:

@@ -1,0 +1,248 @@
+"""Training checkpoints: written atomically, read back without unpickling anything.
+
+A checkpoint is a folder `RUN/checkpoints/step_<NNNNNN>/`:
+
+```
+model/                  save_pretrained (model.safetensors, config.json) + the tokenizer
+optimizer.safetensors   every tensor of the optimizer state (`state.<param>.<key>`)
+schedule.safetensors    every tensor of the stored batches of the staleness queue
+state.safetensors       RNG states (torch CPU, CUDA, numpy) and GAC's previous gradient
+state.json              step, counters, optimizer param groups and scalars, scheduler state,
+                        the queue's entries (versions, launch and ready times), python RNG
+```
+
+Everything is tensors (safetensors) or JSON, so loading never runs `pickle`. The folder is
+written under a temporary name and renamed into place (`os.replace`), so a run killed while
+writing leaves the previous checkpoint intact and no half-written `step_*` folder.
+`llm_runs.evaluate` reads `step_<N>/model/` directly (`gmc-grpo llm eval --model RUN`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from gmc_grpo.records import atomic_write_json, read_json
+from llm_runs.learner import TrajectoryBatch, batch_from, tensors_of
+
+CHECKPOINT_DIR = "checkpoints"
+_STEP_DIR = re.compile(r"^step_(\d+)$")
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:06d}"
+
+
+def list_checkpoints(run_dir: str | Path) -> dict[int, Path]:
+    """`{step: folder}` of the complete checkpoints of a run."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    if not root.is_dir():
+        return {}
+    found = {}
+    for child in root.iterdir():
+        match = _STEP_DIR.match(child.name)
+        if match and child.is_dir() and (child / "state.json").is_file():
+            found[int(match.group(1))] = child
+    return found
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    found = list_checkpoints(run_dir)
+    return found[max(found)] if found else None
+
+
+# -- optimizer -------------------------------------------------------------------------------
+
+
+def _optimizer_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, Any] = {}
+    for pid, entries in state["state"].items():
+        for key, value in entries.items():
+            name = f"{pid}.{key}"
+            if isinstance(value, torch.Tensor):
+                tensors[f"state.{name}"] = value.detach().cpu().contiguous()
+            else:
+                scalars[name] = value
+    return tensors, {"scalars": scalars, "param_groups": state["param_groups"]}
+
+
+def _optimizer_from_flat(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> dict:
+    state: dict[int, dict[str, Any]] = {}
+    for name, value in tensors.items():
+        _, pid, key = name.split(".", 2)
+        state.setdefault(int(pid), {})[key] = value
+    for name, value in meta["scalars"].items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = value
+    groups = []
+    for group in meta["param_groups"]:
+        group = dict(group)
+        if isinstance(group.get("betas"), list):
+            group["betas"] = tuple(group["betas"])
+        groups.append(group)
+    return {"state": state, "param_groups": groups}
+
+
+# -- staleness queue -------------------------------------------------------------------------
+
+
+def _schedule_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split a core schedule's `state_dict` (entries hold batches) into tensors and JSON."""
+    state = dict(state)
+    key = "queue" if "queue" in state else "in_flight"
+    tensors: dict[str, torch.Tensor] = {}
+    entries = []
+    for index, entry in enumerate(state[key]):
+        entry = dict(entry)
+        batch_tensors, batch_meta = tensors_of(entry.pop("batch"))
+        for name, value in batch_tensors.items():
+            tensors[f"{key}.{index}.{name}"] = value.cpu()
+        entry["batch_meta"] = batch_meta
+        entries.append(entry)
+    state[key] = entries
+    return tensors, state
+
+
+def _schedule_from_flat(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> dict:
+    state = dict(meta)
+    key = "queue" if "queue" in state else "in_flight"
+    entries = []
+    for index, entry in enumerate(state[key]):
+        entry = dict(entry)
+        prefix = f"{key}.{index}."
+        own = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+        entry["batch"] = batch_from(own, entry.pop("batch_meta"))
+        entries.append(entry)
+    state[key] = entries
+    return state
+
+
+# -- RNG -------------------------------------------------------------------------------------
+
+
+def rng_state() -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Global RNG states: torch CPU (and CUDA) and numpy as tensors, python's as JSON."""
+    tensors = {"rng.torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = s
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    tensors["rng.numpy"] = torch.from_numpy(np.asarray(keys, dtype=np.int64))
+    py_version, py_state, py_gauss = random.getstate()
+    meta = {
+        "numpy": [kind, int(pos), int(has_gauss), float(cached)],
+        "python": [py_version, list(py_state), py_gauss],
+    }
+    return tensors, meta
+
+
+def set_rng_state(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> None:
+    torch.set_rng_state(tensors["rng.torch"])
+    cuda = sorted((k for k in tensors if k.startswith("rng.cuda.")), key=lambda k: int(k[9:]))
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([tensors[k] for k in cuda])
+    kind, pos, has_gauss, cached = meta["numpy"]
+    keys = tensors["rng.numpy"].numpy().astype(np.uint32)
+    np.random.set_state((kind, keys, pos, has_gauss, cached))
+    py_version, py_state, py_gauss = meta["python"]
+    random.setstate((py_version, tuple(py_state), py_gauss))
+
+
+# -- whole checkpoint ------------------------------------------------------------------------
+
+
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    *,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    schedule_state: Mapping[str, Any],
+    gac_previous: torch.Tensor | None,
+    counters: Mapping[str, Any],
+    keep: int,
+) -> Path:
+    """Write the checkpoint of `step` atomically; keep the newest `keep` checkpoints."""
+    root = Path(run_dir) / CHECKPOINT_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / step_dir_name(step)
+    tmp = root / f".{step_dir_name(step)}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_pretrained(tmp / "model", safe_serialization=True)
+    tokenizer.save_pretrained(tmp / "model")
+    opt_tensors, opt_meta = _optimizer_to_flat(optimizer.state_dict())
+    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+    sched_tensors, sched_meta = _schedule_to_flat(schedule_state)
+    save_file(sched_tensors, str(tmp / "schedule.safetensors"))
+    rng_tensors, rng_meta = rng_state()
+    state_tensors = dict(rng_tensors)
+    if gac_previous is not None:
+        state_tensors["gac.previous_gradient"] = gac_previous.detach().cpu().contiguous()
+    save_file(state_tensors, str(tmp / "state.safetensors"))
+    scheduler_state = {k: v for k, v in scheduler.state_dict().items()}
+    atomic_write_json(
+        tmp / "state.json",
+        {
+            "step": step,
+            "counters": dict(counters),
+            "optimizer": opt_meta,
+            "scheduler": scheduler_state,
+            "schedule": sched_meta,
+            "rng": rng_meta,
+        },
+    )
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for old in sorted(list_checkpoints(run_dir))[:-keep] if keep > 0 else []:
+        shutil.rmtree(root / step_dir_name(old), ignore_errors=True)
+    return final
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint folder (no pickle): a dict with `step`, `counters`, `model_dir`,
+    `optimizer` (a `state_dict`), `scheduler` (a `state_dict`), `schedule` (a core schedule
+    `state_dict` whose entries hold `TrajectoryBatch`es), `gac_previous` and `rng`."""
+    path = Path(path)
+    meta = read_json(path / "state.json")
+    state_tensors = load_file(str(path / "state.safetensors"))
+    return {
+        "step": int(meta["step"]),
+        "counters": meta["counters"],
+        "model_dir": path / "model",
+        "optimizer": _optimizer_from_flat(
+            load_file(str(path / "optimizer.safetensors")), meta["optimizer"]
+        ),
+        "scheduler": meta["scheduler"],
+        "schedule": _schedule_from_flat(
+            load_file(str(path / "schedule.safetensors")), meta["schedule"]
+        ),
+        "gac_previous": state_tensors.get("gac.previous_gradient"),
+        "rng": ({k: v for k, v in state_tensors.items() if k.startswith("rng.")}, meta["rng"]),
+    }
+
+
+def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:
+    """The stored batches of a loaded schedule state (for inspection and tests)."""
+    key = "queue" if "queue" in state else "in_flight"
+    return [entry["batch"] for entry in state[key]]
+
+
+def describe(path: str | Path) -> str:
+    """One line about a checkpoint folder (for logs)."""
+    meta = json.loads((Path(path) / "state.json").read_text())
+    return f"checkpoint {path} (step {meta['step']})"

@@ -1,0 +1,136 @@
+"""Kill and resume: a run stopped after a checkpoint and resumed writes the same records as an
+uninterrupted run (CPU, same seed); checkpoints hold only safetensors and JSON."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("transformers", reason="the LLM track needs transformers")
+
+from safetensors.torch import load_file  # noqa: E402
+
+from gmc_grpo.records import read_jsonl  # noqa: E402
+from llm_runs import checkpoint as ckpt  # noqa: E402
+from llm_runs.train import TrainConfig, Trainer, train  # noqa: E402
+
+
+class Killed(Exception):
+    """Stands for the process being killed right after an update."""
+
+
+def config(out, **overrides) -> TrainConfig:
+    values = dict(
+        out=str(out),
+        tiny_model={"seed": 1, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128},
+        task="arithmetic",
+        reward="exact",
+        arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 6},
+        rollout_prompts=3,
+        group_size=3,
+        groups_per_micro=1,
+        total_steps=7,
+        lr=3e-3,
+        optimizer="adamw",
+        max_prompt_tokens=32,
+        max_completion_tokens=6,
+        engine="hf",
+        learner_device="cpu",
+        checkpoint_every=3,
+        eval_every=3,
+        eval_samples=2,
+        progress=False,
+    )
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def strip(rows):
+    """Rows without wall-clock and memory fields (the only ones allowed to differ)."""
+    return [
+        {k: v for k, v in r.items() if not k.startswith("perf/") and k != "time_s"} for r in rows
+    ]
+
+
+def quiet(_text: str) -> None:
+    return None
+
+
+def even_first_char(texts, references):
+    """A learnable reward with signal from the first update on a random-init model."""
+    return [float(bool(t) and ord(t[0]) % 2 == 0) for t in texts]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny matrices: one thread avoids oversubscribing the shared cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"method": "gac", "delay": 2},  # stored queue + GAC's previous gradient
+        {"method": "gmc", "schedule": "length_coupled", "lam": 2.0, "length_unit_tokens": 2.0},
+    ],
+    ids=["gac-fixed-delay", "gmc-length-coupled"],
+)
+def test_killed_run_resumes_exactly(tmp_path, overrides):
+    straight = tmp_path / "straight"
+    train(config(straight, **overrides), reward_fn=even_first_char, notice=quiet)
+
+    broken = tmp_path / "broken"
+
+    def kill_after_step_4(row):
+        if row["step"] == 4:  # 5 updates done; the last checkpoint is step 3
+            raise Killed
+
+    with pytest.raises(Killed):
+        Trainer(config(broken, **overrides), reward_fn=even_first_char, notice=quiet).run(
+            kill_after_step_4
+        )
+    assert sorted(ckpt.list_checkpoints(broken)) == [3]
+    assert len(read_jsonl(broken / "metrics.jsonl")) == 5
+    summary = train(
+        config(broken, resume=True, **overrides), reward_fn=even_first_char, notice=quiet
+    )
+    assert summary["steps"] == 7
+
+    want = strip(read_jsonl(straight / "metrics.jsonl"))
+    # not a trivial run: the policy learns and the stale ratios move away from 1
+    assert all(r["optim/grad_norm"] > 0 for r in want)
+    assert max(abs(r["ratio/log_mean"]) for r in want) > 1e-4
+    got = strip(read_jsonl(broken / "metrics.jsonl"))
+    assert [r["step"] for r in got] == list(range(7))
+    assert got == want
+    assert strip(read_jsonl(broken / "evals.jsonl")) == strip(read_jsonl(straight / "evals.jsonl"))
+
+
+def test_checkpoint_is_safetensors_and_json_only(tmp_path):
+    out = tmp_path / "run"
+    train(
+        config(out, method="gmc", delay=2, total_steps=3, eval_every=0),
+        reward_fn=even_first_char,
+        notice=quiet,
+    )
+    path = ckpt.latest_checkpoint(out)
+    assert path is not None and path.name == "step_000003"
+    suffixes = {p.suffix for p in path.rglob("*") if p.is_file()}
+    assert suffixes <= {".safetensors", ".json", ".jinja", ".txt"}, suffixes
+    state = ckpt.load_checkpoint(path)
+    assert state["step"] == 3
+    batches = ckpt.schedule_batches(state["schedule"])
+    assert len(batches) == 2  # the FIFO of D = 2 stored batches
+    assert [b.behavior_version for b in batches] == [1, 2]
+    assert batches[0].engine_logprobs.shape[:2] == (3, 3)
+    tensors = load_file(str(path / "schedule.safetensors"))
+    assert any(k.endswith("engine_logprobs") for k in tensors)
+    assert not list(out.joinpath("checkpoints").glob(".*"))  # no temp folders left behind
+
+
+def test_resume_without_checkpoint_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        Trainer(config(tmp_path / "run", resume=True), reward_fn=even_first_char, notice=quiet)
