@@ -31,7 +31,7 @@ class Stage:
         (the stage's section of the report) and optionally `"headline"` (one line).
     settings: what the stage runs with; a finished stage is reused only with equal settings.
     reads_earlier: the stage reads the earlier stages' outputs, so it reruns whenever one of
-        them ran again in this invocation.
+        them finished after it did.
     """
 
     name: str
@@ -120,6 +120,71 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
     }
 
 
+def _reward_windows(rows: list[dict[str, Any]], width: int = 15) -> tuple[float, float]:
+    """Mean `reward/mean` of the first and the last `width` updates."""
+    rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
+    if not rewards:
+        raise RuntimeError("the run logged no reward/mean")
+    first, last = rewards[:width], rewards[-width:]
+    return sum(first) / len(first), sum(last) / len(last)
+
+
+# (recipe, run within the recipe): the tiny CPU demonstration, then three methods under D = 16
+LLM_TINY_RUNS: tuple[tuple[str, str | None], ...] = (
+    ("tiny", None),
+    ("tiny_delay", "grpo"),
+    ("tiny_delay", "tic"),
+    ("tiny_delay", "gmc"),
+)
+
+
+def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
+    """The tiny CPU recipe of the Qwen3 track (random-init tiny Qwen3, arithmetic task, HF engine).
+
+    `gmc-grpo llm train --recipe tiny` (GMC, D = 0), then `--recipe tiny_delay` for GRPO, TIC and
+    GMC under a fixed delay of 16 updates. Resumable: a finished run is read back, not rerun.
+    """
+    from gmc_grpo.records import read_run
+    from llm_runs import cli as llm_cli
+
+    lines = [
+        "Tiny random-init Qwen3 (2 layers, hidden 128) after a short supervised warm-up on additions "
+        "with answers in `\\boxed{}`, then RL with the full pipeline (HF rollout engine, staleness "
+        "schedule, learner, checkpoints). Not a paper setting; one seed.",
+        "",
+        "| recipe | method | delay | reward, first 15 updates | reward, last 15 updates |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    finals = {}
+    for recipe, run in LLM_TINY_RUNS:
+        name = recipe + (f"_{run}" if run else "")
+        run_dir = out_dir / name
+        if not (run_dir / "summary.json").exists():
+            argv = ["train", "--recipe", recipe, "--out", str(run_dir), "--no-progress"]
+            if run:
+                argv += ["--run", run]
+            code = llm_cli.main(argv)
+            if code != 0:
+                raise RuntimeError(f"gmc-grpo llm train {' '.join(argv[1:])} exited with {code}")
+        record = read_run(run_dir)
+        first, last = _reward_windows(record.metrics)
+        config = record.config["config"]
+        finals[name] = last
+        lines.append(
+            f"| {recipe} | {config['method']} | {config['delay']} | {first:.3f} | {last:.3f} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Run records: `{out_dir.name}/<recipe>[_<method>]/` (metrics.jsonl, evals.jsonl)."
+    )
+    first, last = _reward_windows(read_run(out_dir / "tiny").metrics)
+    return {
+        "headline": f"tiny recipe reward {first:.2f} -> {last:.2f}; D = 16: "
+        + ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in finals.items() if k != "tiny"),
+        "markdown": "\n".join(lines) + "\n",
+    }
+
+
 STAGES: tuple[Stage, ...] = (
     Stage(
         "theory", "Theory: constants, rates and the claims table", "gmc_grpo.reproduce:theory_stage"
@@ -137,6 +202,12 @@ STAGES: tuple[Stage, ...] = (
         (("experiments", "quick"),),
     ),
     Stage(
+        "llm_tiny",
+        "Qwen3 track on a CPU: the tiny recipe, and GRPO/TIC/GMC under a delay",
+        "gmc_grpo.reproduce:llm_tiny_stage",
+        (("runs", [f"{r}:{m}" for r, m in LLM_TINY_RUNS]),),
+    ),
+    Stage(
         "figures",
         "Figures and tables from the run records (paper values beside ours)",
         "gmc_grpo.reproduce:figures_stage",
@@ -150,14 +221,21 @@ def _resolve(runner: str) -> Callable[[Path], dict[str, Any]]:
     return getattr(importlib.import_module(module_name), function_name)
 
 
-def run_stage(stage: Stage, out: Path, force: bool = False) -> dict[str, Any]:
-    """Run (or reuse) one stage; never raises for a failing stage: the report says it failed."""
+def run_stage(
+    stage: Stage, out: Path, force: bool = False, inputs_finished_at: float = 0.0
+) -> dict[str, Any]:
+    """Run (or reuse) one stage; never raises for a failing stage: the report says it failed.
+
+    A finished stage is reused when its settings are unchanged and, for a stage that reads the
+    earlier stages' outputs, when it finished after all of them (`inputs_finished_at`).
+    """
     stage_dir = out / stage.name
     marker = stage_dir / "stage.json"
     settings = dict(stage.settings)
     if marker.exists() and not force:
         previous = json.loads(marker.read_text())
-        if previous.get("status") == "ok" and previous.get("settings") == settings:
+        fresh = not stage.reads_earlier or previous.get("finished_at", 0.0) >= inputs_finished_at
+        if previous.get("status") == "ok" and previous.get("settings") == settings and fresh:
             previous["reused"] = True
             return previous
     stage_dir.mkdir(parents=True, exist_ok=True)
@@ -172,7 +250,11 @@ def run_stage(stage: Stage, out: Path, force: bool = False) -> dict[str, Any]:
             f"```\n{traceback.format_exc(limit=6)}\n```\n",
         }
     record.update(
-        name=stage.name, title=stage.title, settings=settings, seconds=time.perf_counter() - start
+        name=stage.name,
+        title=stage.title,
+        settings=settings,
+        seconds=time.perf_counter() - start,
+        finished_at=time.time(),
     )
     atomic_write_json(marker, record)
     record["reused"] = False
@@ -271,10 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     for stage in STAGES:
         if args.only and stage.name not in args.only:
+            marker = out / stage.name / "stage.json"
+            if marker.exists():  # keep the stage's earlier result in the report
+                records.append({**json.loads(marker.read_text()), "reused": True})
             continue
         print(f"[reproduce] {stage.name}: {stage.title}", flush=True)
-        stale_inputs = stage.reads_earlier and any(not r["reused"] for r in records)
-        record = run_stage(stage, out, force=args.force or stale_inputs)
+        inputs = max((r.get("finished_at", 0.0) for r in records), default=0.0)
+        record = run_stage(stage, out, force=args.force, inputs_finished_at=inputs)
         note = "reused" if record["reused"] else f"{record['seconds']:.1f} s"
         print(f"[reproduce] {stage.name}: {record['status']} ({note})", flush=True)
         records.append(record)

@@ -1,0 +1,81 @@
+"""`gmc-grpo reproduce`: stage reuse, reruns of dependent stages, failures reported, the report."""
+
+import json
+
+import pytest
+
+from gmc_grpo import reproduce
+from gmc_grpo.reproduce import Stage
+
+CALLS: list[str] = []
+
+
+def stage_a(out_dir):
+    CALLS.append("a")
+    (out_dir / "a.txt").write_text("a")
+    return {"headline": "a done", "markdown": "A section\n"}
+
+
+def stage_b(out_dir):
+    CALLS.append("b")
+    return {"headline": f"saw {(out_dir.parent / 'a' / 'a.txt').read_text()}", "markdown": "B\n"}
+
+
+def stage_fail(out_dir):
+    raise RuntimeError("boom")
+
+
+@pytest.fixture
+def stages(monkeypatch):
+    CALLS.clear()
+    monkeypatch.setattr(
+        reproduce,
+        "STAGES",
+        (
+            Stage("a", "Stage A", f"{__name__}:stage_a", (("k", 1),)),
+            Stage("b", "Stage B", f"{__name__}:stage_b", reads_earlier=True),
+        ),
+    )
+
+
+def test_second_run_reuses_and_dependent_stage_follows(tmp_path, stages):
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    assert CALLS == ["a", "b"]
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    assert CALLS == ["a", "b"]  # both reused
+    assert reproduce.main(["--out", str(tmp_path), "--only", "a", "--force"]) == 0
+    assert CALLS == ["a", "b", "a"]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert (
+        "Stage B" in report and "saw a" in report
+    )  # a stage left out by --only stays in the report
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    assert CALLS == ["a", "b", "a", "b"]  # a reused, but b is older than a's rerun: b reruns
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    assert CALLS == ["a", "b", "a", "b"]
+    assert (tmp_path / "REPORT.html").read_text().startswith("<!doctype html>")
+
+
+def test_changed_settings_rerun_a_stage(tmp_path, stages, monkeypatch):
+    reproduce.main(["--out", str(tmp_path)])
+    changed = (
+        Stage("a", "Stage A", f"{__name__}:stage_a", (("k", 2),)),
+        Stage("b", "Stage B", f"{__name__}:stage_b", reads_earlier=True),
+    )
+    monkeypatch.setattr(reproduce, "STAGES", changed)
+    reproduce.main(["--out", str(tmp_path)])
+    assert CALLS == ["a", "b", "a", "b"]
+
+
+def test_a_failing_stage_is_reported_and_the_exit_code_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(reproduce, "STAGES", (Stage("f", "Failing", f"{__name__}:stage_fail"),))
+    assert reproduce.main(["--out", str(tmp_path)]) == 1
+    marker = json.loads((tmp_path / "f" / "stage.json").read_text())
+    assert marker["status"] == "failed" and "boom" in marker["markdown"]
+    assert "boom" in (tmp_path / "REPORT.md").read_text()
+
+
+def test_unknown_stage_is_an_error(tmp_path, stages, capsys):
+    with pytest.raises(SystemExit):
+        reproduce.main(["--out", str(tmp_path), "--only", "nope"])
+    assert "unknown stage" in capsys.readouterr().err
