@@ -8,6 +8,8 @@ import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
+from llm_train_checks import one_thread  # noqa: E402, F401
+
 from gmc_grpo import advantages as advantage_lib  # noqa: E402
 from gmc_grpo.estimators import token_gradient_weights  # noqa: E402
 from gmc_grpo.hooks import vcpo_baseline_advantages  # noqa: E402
@@ -24,15 +26,6 @@ from llm_runs.learner import (  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3, sequence_logprobs  # noqa: E402
 
 T_MAX = 12  # the `T` of 1/(T B G)
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: one thread avoids oversubscribing the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

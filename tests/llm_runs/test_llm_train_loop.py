@@ -11,6 +11,8 @@ import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
+from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
+
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.train import TrainConfig, Trainer, load_recipe, train  # noqa: E402
@@ -21,7 +23,6 @@ TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
 def tiny_config(out, **overrides) -> TrainConfig:
     """A seconds-long run: 4 prompts x 4 responses of <= 6 tokens, no warm-up."""
     values = dict(
-        out=str(out),
         tiny_model=TINY,
         task="arithmetic",
         reward="exact",
@@ -31,33 +32,11 @@ def tiny_config(out, **overrides) -> TrainConfig:
         groups_per_micro=2,
         total_steps=4,
         lr=1e-3,
-        optimizer="adamw",
         max_prompt_tokens=32,
         max_completion_tokens=6,
-        engine="hf",
-        learner_device="cpu",
-        progress=False,
     )
     values.update(overrides)
-    return TrainConfig(**values)
-
-
-def quiet(_text: str) -> None:
-    return None
-
-
-def even_first_char(texts, references):
-    """A learnable reward with signal from the first update on a random-init model."""
-    return [float(bool(t) and ord(t[0]) % 2 == 0) for t in texts]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: one thread avoids oversubscribing the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    return cpu_config(out, **values)
 
 
 @pytest.mark.parametrize("method", ["gmc", "grpo"])

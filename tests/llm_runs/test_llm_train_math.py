@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
+
+from llm_train_checks import cpu_config, one_thread  # noqa: E402, F401
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3  # noqa: E402
@@ -18,17 +19,8 @@ from llm_runs.train import TrainConfig, train  # noqa: E402
 DATA = Path(__file__).parent / "data"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def math_config(out, model_dir, **overrides) -> TrainConfig:
     values = dict(
-        out=str(out),
         model=str(model_dir),
         task="math",
         data_dir=str(DATA),
@@ -38,18 +30,14 @@ def math_config(out, model_dir, **overrides) -> TrainConfig:
         groups_per_micro=1,
         total_steps=2,
         lr=1e-3,
-        optimizer="adamw",
         max_prompt_tokens=48,
         max_completion_tokens=4,
-        engine="hf",
-        learner_device="cpu",
         eval_every=2,
         eval_limit=2,
         eval_samples=2,
-        progress=False,
     )
     values.update(overrides)
-    return TrainConfig(**values)
+    return cpu_config(out, **values)
 
 
 def test_math_task_trains_and_evaluates_math500(tmp_path):

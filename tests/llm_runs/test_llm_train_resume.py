@@ -4,10 +4,10 @@ uninterrupted run (CPU, same seed); checkpoints hold only safetensors and JSON."
 from __future__ import annotations
 
 import pytest
-import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
+from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 from safetensors.torch import load_file  # noqa: E402
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
@@ -21,7 +21,6 @@ class Killed(Exception):
 
 def config(out, **overrides) -> TrainConfig:
     values = dict(
-        out=str(out),
         tiny_model={"seed": 1, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128},
         task="arithmetic",
         reward="exact",
@@ -31,18 +30,14 @@ def config(out, **overrides) -> TrainConfig:
         groups_per_micro=1,
         total_steps=7,
         lr=3e-3,
-        optimizer="adamw",
         max_prompt_tokens=32,
         max_completion_tokens=6,
-        engine="hf",
-        learner_device="cpu",
         checkpoint_every=3,
         eval_every=3,
         eval_samples=2,
-        progress=False,
     )
     values.update(overrides)
-    return TrainConfig(**values)
+    return cpu_config(out, **values)
 
 
 def strip(rows):
@@ -50,24 +45,6 @@ def strip(rows):
     return [
         {k: v for k, v in r.items() if not k.startswith("perf/") and k != "time_s"} for r in rows
     ]
-
-
-def quiet(_text: str) -> None:
-    return None
-
-
-def even_first_char(texts, references):
-    """A learnable reward with signal from the first update on a random-init model."""
-    return [float(bool(t) and ord(t[0]) % 2 == 0) for t in texts]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: one thread avoids oversubscribing the shared cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize(

@@ -8,20 +8,13 @@ about 0.34 (last 15). The margins below leave room for other CPUs' rounding.
 from __future__ import annotations
 
 import pytest
-import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
+from llm_train_checks import one_thread  # noqa: E402, F401
+
 from gmc_grpo.records import read_jsonl  # noqa: E402
 from llm_runs.train import config_from_values, load_recipe, train  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def run_tiny(out, **overrides) -> list[float]:

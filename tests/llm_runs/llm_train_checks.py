@@ -1,0 +1,40 @@
+"""Helpers shared by the trainer tests (imported as `llm_train_checks`; pytest does not collect it).
+
+`one_thread` is an autouse fixture for the modules that import it: the tiny matrices gain nothing
+from two threads, and one thread per test keeps the shared cores free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from llm_runs.train import TrainConfig
+
+# what every CPU test run of the trainer shares
+CPU_RUN = dict(optimizer="adamw", engine="hf", learner_device="cpu", progress=False)
+
+
+def cpu_config(out, **values: Any) -> TrainConfig:
+    """A `TrainConfig` for a seconds-long CPU run writing to `out`."""
+    return TrainConfig(out=str(out), **{**CPU_RUN, **values})
+
+
+def quiet(_text: str) -> None:
+    """A `notice` callback that prints nothing."""
+    return None
+
+
+def even_first_char(texts, references):
+    """A learnable reward with signal from the first update on a random-init model."""
+    return [float(bool(t) and ord(t[0]) % 2 == 0) for t in texts]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
