@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from gmc_grpo.losses import LOSS_METHODS, PolicyLossConfig, policy_loss
+from gmc_grpo.estimators import METHODS as LOSS_METHODS
+from gmc_grpo.losses import PolicyLossConfig, policy_loss
 
 
 def make_inputs(batch: int, group: int, length: int, seed: int = 0):

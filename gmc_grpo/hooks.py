@@ -9,7 +9,7 @@ so the toy learner and the LLM learner call the same code.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -89,7 +89,6 @@ class GACState:
     """What GAC carries between learner steps: the previous raw (unprojected) gradient `[d]`."""
 
     previous_gradient: Tensor | None = None
-    history: list[dict[str, float]] = field(default_factory=list)
 
     def state_dict(self) -> dict[str, Tensor | None]:
         return {"previous_gradient": self.previous_gradient}

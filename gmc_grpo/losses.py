@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import get_args
 
 import torch
 from torch import Tensor
@@ -215,6 +214,3 @@ def _ratio_diagnostics(log_ratio: Tensor) -> dict[str, Tensor]:
         "ratio/ess": effective_sample_size(log_ratio).float(),
         "ratio/kl_estimate": kl_terms.mean().float(),
     }
-
-
-LOSS_METHODS: tuple[str, ...] = get_args(Method)
