@@ -73,7 +73,7 @@ def test_searches_get_close_to_the_bounds() -> None:
 
 def test_theorem1_power_is_reconstructed() -> None:
     row = evaluate_claim("theorem1")
-    assert row["evidence"]["delay/(1+ε)"] == 3.0
+    assert row["evidence"]["delay_onep"] == 3.0
     assert "(1+eps)^3" in row["derived"]
     with pytest.raises(ValueError, match="unknown exponent"):
         evaluate_claim("theorem1", delay_onepp=4)
