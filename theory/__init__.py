@@ -1,19 +1,26 @@
-"""theory: sympy and mpmath derivations and checks of every constant and rate of the paper.
+"""theory: derivations and checks of every constant and rate of the paper (§2-§4).
 
 Imports no torch (numpy, scipy, sympy, mpmath, matplotlib only). The appendix with the paper's
-proofs is not in our copy, so each constant is derived here from §3-§4 and checked.
+proofs is not in our copy, so each constant is derived here from §3-§4 and checked; constants the
+paper does not print are marked "ours".
 
 Modules:
 
 * `theory.constants`: the KL denominators `c_eps(eps)` (TIC, Theorem 2), `gmc_denominator(eps)`
-  (`log(1+2eps)`, Theorem 1), `tight_tic_denominator(eps)`, `tight_gmc_denominator(eps)` (Lambert
-  W), the delay penalties and the improvement factor; vectorised (scalar in, float out).
-* `theory.divergences`: KL and removed importance mass (TIC, GMC, any group size) for finite laws.
-* `theory.bounds`: evaluators of Lemma 1, Proposition 1, the §4.2 chain, Theorems 1-2, Corollary 2.
+  (`log(1+2eps)`, Theorem 1), their tight versions, the delay penalties, the improvement factor.
+* `theory.bounds`: numeric evaluators with explicit constants of Lemma 1, Proposition 1 (second
+  moment and bias), the §4.2 chain, Theorems 1-2 and Corollary 2 (`theorem_terms`,
+  `lemma1_terms`, ...), for measured toy-run quantities to sit next to.
+* `theory.chain`: the §4.2 proof chain in sympy (where each constant comes from).
+* `theory.trees`: log-linear token trees (tabular softmax and shared-parameter features), exact.
+* `theory.exact`: exact group expectations (mean, bias, second moment, removed mass) of IS, TIC,
+  GMC, VCPO and vanilla GRPO by enumeration.
+* `theory.adversarial`: searches for the examples that come closest to each bound.
+* `theory.divergences`: KL and removed importance mass for finite laws.
 * `theory.symbolic`, `theory.rates`: sympy derivations (`Derivation` objects with an `ok` flag).
 * `theory.numerics`: numeric minimisation of the bounds, log-log slope fits, interval arithmetic.
-* `theory.softmax_tree`: exact checks of Proposition 1 and the KL drift bound on softmax trees.
-* `theory.claims`: `evaluate_claims()` -> rows `claim, where, derived, verdict, how`.
+* `theory.checks`: one check per claim, with the claimed value as a parameter.
+* `theory.claims`: `evaluate_claims()` -> rows (paper's claims and ours), `claims_markdown(rows)`.
 * `theory.curves` (arrays) and `theory.plots` (figures; `write_plots(out_dir)`).
 * `theory.cli`: `gmc-grpo theory [--json] [--out DIR]`.
 """

@@ -10,11 +10,14 @@ from pathlib import Path
 
 EPILOG = """examples:
   gmc-grpo theory                      # claims table and the constants at a few eps
-  gmc-grpo theory --json               # the same as JSON (keys: claims, constants, summary)
-  gmc-grpo theory --out results/theory # also write the plots (PNG and PDF) and claims.json
+  gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
+  gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
 
-verdicts: verified | refuted | not checkable here (the paper's appendix with the proofs is absent)
+verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
+something else, no counterexample) | not checkable here. Only the paper's claims are counted;
+our readings and extensions are listed apart. JSON rows carry the claim and the derived
+expression both as plain text and as LaTeX (claim_latex, derived_latex).
 """
 
 
@@ -22,9 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gmc-grpo theory",
         description=(
-            "Derive (sympy) and check (scipy, mpmath) every constant and rate of the GMC-GRPO "
-            "paper: the KL denominators c_eps and log(1+2eps) and their tight versions, the delay "
-            "penalties, Corollary 1's eps*, the delay tolerance and Corollary 2's G^(-2/5)."
+            "Derive (sympy) and check (exact enumeration on token trees, adversarial searches, "
+            "mpmath interval arithmetic) the claims of the GMC-GRPO paper's §2-§4: Lemma 1, "
+            "Propositions 1-2, the class of estimators, the §4.2 proof chain with explicit "
+            "constants, Theorems 1-2, Corollaries 1-2 and the remarks on delay tolerance."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -35,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="DIR",
-        help="also write the bound plots (PNG and PDF) and claims.json to DIR",
+        help="also write the bound plots (PNG and PDF), claims.json and claims.md to DIR",
     )
     parser.add_argument(
         "--eps",
@@ -70,22 +74,41 @@ def constants_table(eps_values: list[float]) -> list[dict[str, float]]:
     ]
 
 
+def _wrap(label: str, text: str, width: int) -> list[str]:
+    wrapped = textwrap.wrap(text, width=width - 13) or [""]
+    return [f"    {label + ':':8s} {wrapped[0]}"] + [f"             {w}" for w in wrapped[1:]]
+
+
 def format_table(
-    rows: list[dict[str, str]], consts: list[dict[str, float]], counts: dict[str, int]
+    rows: list[dict[str, object]],
+    consts: list[dict[str, float]],
+    counts: dict[str, dict[str, int]],
 ) -> str:
-    """Human-readable claims table followed by the constants table."""
+    """Plain-text claims table (paper's claims, then ours) followed by the constants table."""
     width = 100
-    lines = ["GMC-GRPO theory: claims of the paper, what we derived, verdict", "=" * width]
-    for i, row in enumerate(rows, 1):
-        lines.append(f"{i:2d}. [{row['verdict']}] {row['claim']}")
-        lines.append(f"    where:   {row['where']}")
-        for key in ("derived", "how"):
-            wrapped = textwrap.wrap(row[key], width=width - 13)
-            lines.append(f"    {key + ':':8s} {wrapped[0] if wrapped else ''}")
-            lines.extend(f"             {w}" for w in wrapped[1:])
+    lines = ["GMC-GRPO theory: the paper's claims, what we derived, verdict", "=" * width]
+    sections = (
+        ("paper", "CLAIMS OF THE PAPER (counted)"),
+        ("ours", "OUR READINGS AND EXTENSIONS (not counted; never a refutation of the paper)"),
+    )
+    number = 0
+    for section, heading in sections:
+        lines += [heading, "-" * width]
+        for row in (r for r in rows if r["section"] == section):
+            number += 1
+            lines.append(f"{number:2d}. [{row['verdict']}] {row['title']}")
+            lines += _wrap("claim", str(row["claim"]), width)
+            lines += _wrap("where", str(row["where"]), width)
+            lines += _wrap("derived", str(row["derived"]), width)
+            lines += _wrap("result", str(row["result"]), width)
+            lines += _wrap("how", str(row["how"]), width)
+            lines.append("")
+        total = sum(counts[section].values())
+        lines.append(
+            f"{section} total ({total}): "
+            + ", ".join(f"{v} {k}" for k, v in counts[section].items())
+        )
         lines.append("")
-    lines.append("summary: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    lines.append("")
     header = [
         "eps",
         "c_eps",
@@ -109,28 +132,37 @@ def main(argv: list[str] | None = None) -> int:
     if any(e <= 0 for e in args.eps):
         print(f"error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
-    from theory.claims import evaluate_claims, summary
+    from theory.claims import claims_markdown, evaluate_claims, summary_by_section
 
     rows = evaluate_claims()
     consts = constants_table(args.eps)
-    counts = summary(rows)
-    payload = {"claims": rows, "constants": consts, "summary": counts}
+    counts = summary_by_section(rows)
+    payload: dict[str, object] = {
+        "claims": rows,
+        "constants": consts,
+        "summary": counts["paper"],
+        "summary_ours": counts["ours"],
+    }
     if args.out is not None:
         from theory.plots import write_plots
 
         args.out.mkdir(parents=True, exist_ok=True)
         written = write_plots(args.out)
-        claims_path = args.out / "claims.json"
-        tmp = claims_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(payload, indent=2) + "\n")
-        tmp.replace(claims_path)
-        payload["files"] = [str(p) for p in [*written, claims_path]]
+        claims_path, md_path = args.out / "claims.json", args.out / "claims.md"
+        for path, text in (
+            (claims_path, json.dumps(payload, indent=2) + "\n"),
+            (md_path, claims_markdown(rows)),
+        ):
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
     if args.json:
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         print(format_table(rows, consts, counts))
         if args.out is not None:
-            print(f"\nwrote {len(payload['files'])} files to {args.out}")
+            print(f"\nwrote {len(payload['files'])} files to {args.out}")  # type: ignore[arg-type]
     return 0
 
 

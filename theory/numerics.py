@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import mpmath
 import numpy as np
@@ -29,6 +30,21 @@ class SlopeFit:
     y: NDArray[np.float64]
     slope: float
     expected: float
+
+    @property
+    def points(self) -> int:
+        """How many grid points the fitted slope rests on."""
+        return int(len(self.x))
+
+    def within(self, claimed: float, tol: float = 0.01) -> bool:
+        """`|slope - claimed| <= tol |claimed|` (absolute `tol` when `claimed == 0`)."""
+        scale = abs(claimed) if claimed != 0 else 1.0
+        return abs(self.slope - claimed) <= tol * scale
+
+    def text(self, claimed: float | None = None) -> str:
+        """`name: slope s on n points (claimed c)`."""
+        c = self.expected if claimed is None else claimed
+        return f"{self.name}: slope {self.slope:+.4f} on {self.points} points (claimed {c:+.4f})"
 
     @property
     def rel_error(self) -> float:
@@ -184,22 +200,30 @@ def fit_joint_minimiser(
     ]
 
 
-def delay_tolerance_bound(n: float, q: float) -> float:
-    """Theorem 1's bound at `eta = N^(-1/2)`, `eps = min{1, tau4^(1/7) N^(-3/14)}`, `tau4 = N^q`."""
+def delay_tolerance_bound(
+    n: float, q: float, tau_exp: float = 1 / 7, n_exp: float = -3 / 14
+) -> float:
+    """Theorem 1's bound at `eta = N^(-1/2)`, `eps = min{1, tau4^a N^b}` (the remark's prescription
+    `a = 1/7`, `b = -3/14` by default), `tau4 = N^q`."""
     tau = n**q
-    eps = min(1.0, tau ** (1 / 7) * n ** (-3 / 14))
+    eps = min(1.0, tau**tau_exp * n**n_exp)
     eta = n**-0.5
     return 1.0 / (eta * n) + (1.0 + eps) * eta + penalty(eps, "gmc") * eta**4 * tau
 
 
 def fit_delay_tolerance(
-    qs: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0), ns: NDArray[np.float64] | None = None
+    qs: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0),
+    ns: NDArray[np.float64] | None = None,
+    tau_exp: float = 1 / 7,
+    n_exp: float = -3 / 14,
 ) -> list[SlopeFit]:
-    """Slope of the bound under the remark's choices: `-1/2` for `q <= 3/2`, `q - 2` above."""
+    """Slope of the bound under the remark's choices: `-1/2` for `q <= 3/2`, `q - 2` above.
+
+    `tau_exp`, `n_exp`: the exponents of the `eps` prescription `eps = min{1, tau4^a N^b}`."""
     ns = np.logspace(20, 40, 6) if ns is None else ns
     out = []
     for q in qs:
-        v = np.array([delay_tolerance_bound(n, q) for n in ns])
+        v = np.array([delay_tolerance_bound(n, q, tau_exp, n_exp) for n in ns])
         out.append(
             SlopeFit(f"bound vs N (tau4 = N^{q:g})", ns, v, loglog_slope(ns, v), max(-0.5, q - 2))
         )
@@ -246,6 +270,7 @@ def all_slope_fits() -> list[SlopeFit]:
     return fits + fit_delay_tolerance() + [fit_corollary2()]
 
 
+@lru_cache(maxsize=4)
 def interval_check_denominators(
     lo: float = 1e-4, hi: float = 1e4, cells: int = 400
 ) -> tuple[bool, int]:

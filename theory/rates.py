@@ -286,3 +286,21 @@ def all_rate_derivations() -> list[Derivation]:
         derive_large_delay(),
         derive_corollary2(),
     ]
+
+
+def delay_tolerance_threshold(tau_exp: sp.Expr, n_exp: sp.Expr) -> sp.Expr:
+    """Largest `q` such that `tau4 = N^q` keeps Theorem 1's bound at `O(N^(-1/2))` with
+    `eta = N^(-1/2)` and the prescription `eps = min{1, tau4^a N^b}` (`a = tau_exp`, `b = n_exp`).
+
+    While `a q + b <= 0`, `eps = N^(a q + b)` and the delay term `~ tau4 eps^-2 eta^4` scales as
+    `N^(q - 2 - 2(a q + b))` (from `K ~ eps^-2/4`); it stays `<= N^(-1/2)` up to
+    `q_a = (3/2 + 2b)/(1 - 2a)`. Beyond `q_1 = -b/a` the cap holds `eps = 1` and the delay term is
+    `N^(q-2)`, fine up to `q = 3/2`. The remark's `a = 1/7`, `b = -3/14` give `q_a = q_1 = 3/2`.
+    """
+    a, b = sp.nsimplify(tau_exp), sp.nsimplify(n_exp)
+    delay_exp = Q - 2 - 2 * (a * Q + b)
+    q_a = sp.solve(sp.Eq(delay_exp, sp.Rational(-1, 2)), Q)[0]
+    q_1 = -b / a
+    if q_a <= q_1:
+        return sp.nsimplify(q_a)
+    return sp.Max(q_1, sp.Rational(3, 2))

@@ -246,7 +246,8 @@ def derive_improvement_factor() -> Derivation:
 def derive_gmc_slack() -> Derivation:
     """`log(1+2eps)/kappa_tight = 1 - eps/3 + O(eps^2)`: the paper's GMC constant is tight at 0."""
     kappa_series = derive_tight_gmc().details["kappa_series"]
-    s = sp.series(sp.log(1 + 2 * EPS) / kappa_series, EPS, 0, 2).removeO()
+    log_series = sp.series(sp.log(1 + 2 * EPS), EPS, 0, 4).removeO()
+    s = sp.series(sp.cancel(log_series / kappa_series), EPS, 0, 2).removeO()
     return Derivation(
         "GMC slack",
         f"log(1+2eps)/kappa_tight = {_asc(s)} + O(eps^2)",

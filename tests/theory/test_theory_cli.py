@@ -9,34 +9,27 @@ from pathlib import Path
 
 import pytest
 
-from theory.claims import NOT_CHECKABLE, REFUTED, VERIFIED, evaluate_claims
+from theory.claims import evaluate_claims
 from theory.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_claims_rows_and_verdicts() -> None:
-    rows = evaluate_claims()
-    assert len(rows) >= 15
-    for row in rows:
-        assert set(row) == {"claim", "where", "derived", "verdict", "how"}
-        assert row["verdict"] in {VERIFIED, REFUTED, NOT_CHECKABLE}
-    by_claim = {r["claim"]: r["verdict"] for r in rows}
-    assert by_claim["c_eps < log(1+2 eps) for every eps > 0"] == VERIFIED
-    assert by_claim["eps*_GMC = Theta(tau4^(1/7) N^(-3/14))"] == VERIFIED
-    refuted = [r for r in rows if r["verdict"] == REFUTED]
-    assert len(refuted) == 1 and "Counterexample" in refuted[0]["derived"]
-
-
 def test_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert "[refuted]" in out and "summary:" in out and "improvement_factor" in out
+    assert "CLAIMS OF THE PAPER (counted)" in out and "OUR READINGS AND EXTENSIONS" in out
+    assert "paper total (25): 25 verified, 0 refuted" in out and "improvement_factor" in out
+    assert "**" not in out and "$" not in out  # plain text in a terminal
     assert main(["--json", "--eps", "0.28"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["claims"] == evaluate_claims()
     assert payload["constants"][0]["eps"] == 0.28
-    assert sum(payload["summary"].values()) == len(payload["claims"])
+    paper = [c for c in payload["claims"] if c["section"] == "paper"]
+    assert sum(payload["summary"].values()) == len(paper) == 25
+    assert sum(payload["summary_ours"].values()) == len(payload["claims"]) - 25
+    first = payload["claims"][0]
+    assert first["claim_latex"].startswith(r"\frac{1}{N}") and "T^{2}" in first["derived_latex"]
 
 
 def test_bad_eps(capsys: pytest.CaptureFixture[str]) -> None:
@@ -63,6 +56,8 @@ def test_out_writes_plots_and_no_torch(tmp_path: Path) -> None:
         assert {f"{stem}.png", f"{stem}.pdf"} <= names
         assert (tmp_path / f"{stem}.png").stat().st_size > 1000
     assert json.loads((tmp_path / "claims.json").read_text())["claims"] == payload["claims"]
+    md = (tmp_path / "claims.md").read_text(encoding="utf-8")
+    assert md.count("### ") == 2 and "$" in md
 
 
 def test_plot_functions_use_given_axes() -> None:
@@ -74,14 +69,3 @@ def test_plot_functions_use_given_axes() -> None:
     out = plots.plot_denominators(curves.denominator_curves(), ax=ax)
     assert out is fig and len(ax.lines) == 3
     plt.close(fig)
-
-
-def test_claims_markdown_has_one_line_per_claim() -> None:
-    from theory.claims import claims_markdown
-
-    rows = evaluate_claims()
-    table = claims_markdown(rows).strip().splitlines()
-    assert len(table) == len(rows) + 2
-    assert table[1] == "|---|---|---|---|---|---|"
-    assert all(line.startswith("| ") and line.endswith(" |") for line in table[:1] + table[2:])
-    assert "**refuted**" in "\n".join(table)

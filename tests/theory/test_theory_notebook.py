@@ -1,4 +1,4 @@
-"""`notebooks/bounds.ipynb` runs top to bottom (slow: starts a Jupyter kernel)."""
+"""`notebooks/bounds.ipynb` runs top to bottom and shows the claims table as rendered Markdown."""
 
 from __future__ import annotations
 
@@ -22,3 +22,7 @@ def test_bounds_notebook_executes() -> None:
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 2
+    markdown = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
+    claims = next(m for m in markdown if "### Claims of the paper" in m)
+    assert "$" in claims and "**verified**" in claims  # rendered table with math, not a text dump
+    assert any("text/latex" in o.get("data", {}) for o in outputs)
