@@ -55,7 +55,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig
-from gmc_grpo.records import METRIC_NAMES, RunWriter, read_jsonl
+from gmc_grpo.records import METRIC_NAMES, RunWriter, check_fresh_run_dir, read_jsonl
 from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.learner import (
@@ -535,6 +535,7 @@ class Trainer:
                     "start without --resume"
                 )
         else:
+            check_fresh_run_dir(self.out)  # a fresh run erases records: refuse
             if ckpt.list_checkpoints(self.out):
                 raise ValueError(
                     f"{self.out} already holds checkpoints of an earlier run: pass --resume to "
