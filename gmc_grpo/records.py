@@ -140,43 +140,68 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, allow_nan=True) + "\n")
 
 
+class RecordFileError(ValueError):
+    """A record file that cannot be read: `path`, `line` (1-based; None for the whole file) and
+    `reason`. The message reads `path: line N: reason`."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+        self.path, self.line, self.reason = Path(path), line, reason
+        where = f"{self.path}: line {line}" if line is not None else str(self.path)
+        super().__init__(f"{where}: {reason}")
+
+
 def read_json(path: str | Path) -> Any:
     """Read a JSON file written by `atomic_write_json` (`NaN`/`Infinity` come back as floats).
 
-    A file that does not parse raises `ValueError` naming the path, line and reason.
+    A file that does not parse raises `RecordFileError` (a `ValueError`) naming the path, the line
+    and the reason.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text)
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordFileError(path, None, "not UTF-8 text") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: line {err.lineno} is not valid JSON ({err.msg})") from None
+        raise RecordFileError(path, err.lineno, f"not valid JSON ({err.msg})") from None
+
+
+def read_json_object(path: str | Path) -> dict[str, Any]:
+    """`read_json` of a file that must hold one JSON object (`config.json`, `summary.json`)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise RecordFileError(path, 1, f"not a JSON object (got {type(data).__name__})")
+    return data
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL file; a torn last line (a run killed mid-write) is skipped, others must parse.
 
-    Non-finite floats (`NaN`, `Infinity`) come back as floats. A damaged line raises `ValueError`
-    naming the path, the line and the reason.
+    Non-finite floats (`NaN`, `Infinity`) come back as floats. A damaged line raises
+    `RecordFileError` (a `ValueError`) naming the path, the line and the reason.
     """
     path = Path(path)
     if not path.exists():
         return []
     rows: list[dict[str, Any]] = []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for index, line in enumerate(lines):
+    lines = path.read_bytes().split(b"\n")
+    for index, raw in enumerate(lines):
+        last = index == len(lines) - 1  # no trailing newline: the write may have been cut off
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if last:
+                break
+            raise RecordFileError(path, index + 1, "not UTF-8 text") from None
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
-            if index == len(lines) - 1:  # no trailing newline: the write was cut off
+            if last:
                 break
-            raise ValueError(f"{path}: line {index + 1} is not valid JSON ({err.msg})") from None
+            raise RecordFileError(path, index + 1, f"not valid JSON ({err.msg})") from None
         if not isinstance(row, dict):
-            raise ValueError(
-                f"{path}: line {index + 1} is not a JSON object (got {type(row).__name__})"
-            )
+            raise RecordFileError(path, index + 1, f"not a JSON object (got {type(row).__name__})")
         rows.append(row)
     return rows
 
@@ -263,8 +288,8 @@ class RunRecord:
 def read_run(run_dir: str | Path) -> RunRecord:
     """Read a run directory written by `RunWriter` (records of schema 1 are upgraded on read).
 
-    A damaged file raises `ValueError` naming the path, the line and the reason; a newer record
-    schema raises `RecordSchemaError`.
+    A damaged file raises `RecordFileError` naming the path, the line and the reason; a newer
+    record schema raises `RecordSchemaError` (both are `ValueError`s).
     """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
@@ -273,14 +298,10 @@ def read_run(run_dir: str | Path) -> RunRecord:
             f"{run_dir} is not a run directory: config.json is missing "
             "(run directories are written by `gmc-grpo toy|llm ...`)"
         )
-    config = read_json(config_path)
-    if not isinstance(config, dict):
-        raise ValueError(f"{config_path}: line 1 is not a JSON object")
+    config = read_json_object(config_path)
     schema = _check_schema(config, run_dir)
     summary_path = run_dir / "summary.json"
-    summary = read_json(summary_path) if summary_path.exists() else None
-    if summary is not None and not isinstance(summary, dict):
-        raise ValueError(f"{summary_path}: line 1 is not a JSON object")
+    summary = read_json_object(summary_path) if summary_path.exists() else None
     record = RunRecord(
         path=run_dir,
         config=config,
@@ -430,10 +451,7 @@ class RunWriter:
         path = self.path / "config.json"
         if not path.is_file():
             return None
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: line 1 is not a JSON object; cannot resume this run")
-        return data
+        return read_json_object(path)
 
     def _truncate(self, name: str, keep_steps_below: int | None, *, upgrade: bool) -> None:
         rows = read_jsonl(self.path / name)
