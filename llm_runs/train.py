@@ -615,7 +615,9 @@ class Trainer:
             return base
         from llm_runs.arithmetic import supervised_warmup
 
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=torch.float32, use_safetensors=True
+        )
         tokenizer = AutoTokenizer.from_pretrained(base)
         losses = supervised_warmup(
             model.to(self.learner_device),
@@ -646,7 +648,9 @@ class Trainer:
         else:
             model_dir = self._initial_model_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.learner_dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=self.learner_dtype, use_safetensors=True
+        )
         model.to(self.learner_device)
         model.config.use_cache = False
         if config.gradient_checkpointing:
