@@ -3,8 +3,10 @@
 Discovers the runs below the given paths (`figures.discover`), builds each paper figure and table
 (`figures.llm`), the runs-vs-theory figure of every suite (`figures.bounds_vs_runs`) and the
 figures of every toy sweep (`figures.toy_bias`), writes them (PNG and PDF; tables as Markdown and
-LaTeX) and an `INDEX.md` that lists what was made, what was not and why. Matplotlib and the
-figure modules are imported only when a command runs, so `--help` is fast.
+LaTeX) and an `INDEX.md` that lists what was made, what was not and why. A run whose records
+cannot be read is skipped and listed (file, line, reason) in the output and in `INDEX.md`; the
+other runs are drawn. Matplotlib and the figure modules are imported only when a command runs, so
+`--help` is fast.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ items: """ + ", ".join(ITEMS)
 @dataclass
 class FiguresResult:
     """What `write_all` made: `written[name] = paths`, `skipped[name] = reason`, the Markdown of
-    each table, each item's notes, and the inventory of runs found."""
+    each table, each item's notes, the inventory of runs found and the damaged runs skipped
+    (`damaged`: one `path: line N: reason` line each)."""
 
     out: Path
     written: dict[str, list[Path]] = field(default_factory=dict)
@@ -83,10 +86,14 @@ class FiguresResult:
     notes: dict[str, list[str]] = field(default_factory=dict)
     captions: dict[str, str] = field(default_factory=dict)
     inventory: str = ""
+    damaged: list[str] = field(default_factory=list)
 
     def markdown(self, image_prefix: str = "") -> str:
         """The index: produced items (images, tables, captions), then what was not and why."""
         lines = ["## Runs found", "", self.inventory.rstrip() or "(none)", ""]
+        if self.damaged:
+            lines += ["## Damaged runs (skipped)", ""]
+            lines += [f"- {line}" for line in self.damaged] + [""]
         lines += ["## Produced", ""]
         if not self.written:
             lines.append("(nothing)")
@@ -147,15 +154,23 @@ def write_all(
     `only` (default: all) into `out`; items without data are skipped (or drawn with the paper's
     reference only when `include_empty`)."""
     from figures.common import save_figure
-    from figures.discover import discover, inventory
+    from figures.discover import DamagedRun, discover, inventory
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     excluded = [Path(p).resolve() for p in exclude]
-    runs = [
-        r for r in discover(paths) if not any(r.path == e or e in r.path.parents for e in excluded)
-    ]
-    result = FiguresResult(out=out, inventory=inventory(runs, root=Path.cwd()))
+
+    def kept(path: Path) -> bool:
+        return not any(path == e or e in path.parents for e in excluded)
+
+    damaged: list[DamagedRun] = []
+    runs = [r for r in discover(paths, damaged=damaged) if kept(r.path)]
+    damaged = [d for d in damaged if kept(d.run_dir)]
+    result = FiguresResult(
+        out=out,
+        inventory=inventory(runs, root=Path.cwd()),
+        damaged=[d.describe(Path.cwd()) for d in damaged],
+    )
     wanted = list(only) if only else list(ITEMS)
     for name in wanted:
         if name not in ITEMS:
@@ -259,11 +274,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             print(f"gmc-grpo figures: unknown item(s) {unknown}; choose from {list(ITEMS)}")
             return 2
-    from figures.discover import discover, inventory
+    from figures.discover import DamagedRun, discover, inventory
 
     try:
         if args.list:
-            print(inventory(discover(args.paths)), end="")
+            damaged: list[DamagedRun] = []
+            runs = discover(args.paths, damaged=damaged)
+            print(inventory(runs, root=Path.cwd(), damaged=damaged), end="")
             return 0
         formats = [f.strip() for f in args.formats.split(",") if f.strip()]
         result = write_all(
@@ -277,6 +294,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileNotFoundError as error:
         print(f"gmc-grpo figures: {error}")
         return 2
+    for line in result.damaged:
+        print(f"skipped damaged run: {line}")
     for name, paths in result.written.items():
         print(f"wrote {name}: " + ", ".join(str(p) for p in paths))
     for name, reason in result.skipped.items():

@@ -14,6 +14,10 @@ Kinds:
 
 A toy training directory whose metrics rows carry `method` (and/or `delay`) columns is split into
 one `Run` per value, so every run below is one (method, setting) curve.
+
+A run whose records cannot be read (a corrupt line in `metrics.jsonl`, a damaged `config.json` or
+`summary.json`, a newer record schema) is skipped and reported as a `DamagedRun` (file, line,
+reason); the other runs are read as usual.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import RunRecord, read_json, read_run
+from gmc_grpo.records import RECORD_FILES, RecordFileError, RunRecord, read_json, read_run
 
 SKIP_DIRS = frozenset(
     {"checkpoints", "outputs", "base_model", "initial_model", "figures", ".git", "__pycache__"}
@@ -96,6 +101,31 @@ class Run:
         return f"{path}: " + " ".join(parts)
 
 
+@dataclass(frozen=True)
+class DamagedRun:
+    """A run directory that was skipped: the file that could not be read, the line (None when
+    the whole file is at fault) and why."""
+
+    run_dir: Path
+    file: Path
+    line: int | None
+    reason: str
+
+    def describe(self, root: Path | None = None) -> str:
+        """`path: line N: reason` (path relative to `root` when under it)."""
+        path = self.file
+        if root is not None and _inside(path, root.resolve()):
+            path = path.relative_to(root.resolve())
+        where = f"{path}: line {self.line}" if self.line is not None else str(path)
+        return f"{where}: {self.reason}"
+
+
+def _damage(run_dir: Path, error: Exception) -> DamagedRun:
+    if isinstance(error, RecordFileError):
+        return DamagedRun(run_dir, error.path.resolve(), error.line, error.reason)
+    return DamagedRun(run_dir, run_dir / "config.json", None, str(error))
+
+
 def inner_config(record: RunRecord) -> dict[str, Any]:
     """The resolved config of a run (`config.json`'s `config`)."""
     cfg = record.config.get("config", record.config)
@@ -116,7 +146,14 @@ def is_run_dir(path: str | Path) -> bool:
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """Every run directory at or below `paths` (sorted, without duplicates)."""
+    return _walk(paths)[0]
+
+
+def _walk(paths: Iterable[str | Path]) -> tuple[list[Path], list[DamagedRun]]:
+    """Run directories below `paths`, and folders whose `config.json` does not parse but that
+    hold run records (`metrics.jsonl`, `evals.jsonl`, `summary.json`): damaged runs."""
     found: set[Path] = set()
+    damaged: dict[Path, DamagedRun] = {}
     for root in paths:
         root = Path(root)
         if not root.exists():
@@ -125,9 +162,24 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
             root = root.parent
         for current, dirs, _files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-            if is_run_dir(current):
-                found.add(Path(current).resolve())
-    return sorted(found)
+            folder = Path(current).resolve()
+            if is_run_dir(folder):
+                found.add(folder)
+            elif (folder / "config.json").is_file() and any(
+                (folder / name).is_file() for name in RECORD_FILES
+            ):
+                try:
+                    data = read_json(folder / "config.json")
+                    problem = DamagedRun(
+                        folder,
+                        folder / "config.json",
+                        1,
+                        f"not a run record (a JSON {type(data).__name__} without a 'config' object)",
+                    )
+                except (OSError, ValueError) as error:
+                    problem = _damage(folder, error)
+                damaged[folder] = problem
+    return sorted(found), [damaged[k] for k in sorted(damaged)]
 
 
 def classify(record: RunRecord) -> str:
@@ -287,13 +339,28 @@ def attach_evals(runs: list[Run]) -> None:
         owner.evals = _dedup(owner.evals + run.evals)
 
 
-def discover(paths: Iterable[str | Path]) -> list[Run]:
-    """Read every run below `paths`, classify it and attach eval runs to training runs."""
+def discover(paths: Iterable[str | Path], *, damaged: list[DamagedRun] | None = None) -> list[Run]:
+    """Read every run below `paths`, classify it and attach eval runs to training runs.
+
+    A run whose records cannot be read is skipped: appended to `damaged` when a list is given,
+    else reported with a warning. The other runs are returned as usual.
+    """
+    run_dirs, problems = _walk(paths)
     runs: list[Run] = []
-    for path in find_run_dirs(paths):
-        record = read_run(path)
+    for path in run_dirs:
+        try:
+            record = read_run(path)
+        except (OSError, ValueError) as error:  # RecordFileError, RecordSchemaError, ...
+            problems.append(_damage(path, error))
+            continue
         runs.extend(_describe(record, classify(record)))
     attach_evals(runs)
+    problems.sort(key=lambda d: d.run_dir)
+    if damaged is not None:
+        damaged.extend(problems)
+    else:
+        for problem in problems:
+            warnings.warn(f"skipped a damaged run: {problem.describe()}", stacklevel=2)
     return runs
 
 
@@ -306,9 +373,16 @@ def select(runs: Iterable[Run], **match: Any) -> list[Run]:
     return out
 
 
-def inventory(runs: Sequence[Run], root: str | Path | None = None) -> str:
-    """A Markdown list of what was found, one line per run (paths relative to `root`)."""
-    if not runs:
-        return "No run directories found.\n"
+def inventory(
+    runs: Sequence[Run], root: str | Path | None = None, damaged: Sequence[DamagedRun] = ()
+) -> str:
+    """A Markdown list of what was found, one line per run (paths relative to `root`), then one
+    line per damaged run that was skipped."""
     base = Path(root) if root is not None else None
-    return "".join(f"- {run.describe(base)}\n" for run in runs)
+    lines = [f"- {run.describe(base)}\n" for run in runs]
+    if not runs:
+        lines.append(
+            "No readable run directories found.\n" if damaged else "No run directories found.\n"
+        )
+    lines += [f"- damaged, skipped: {d.describe(base)}\n" for d in damaged]
+    return "".join(lines)

@@ -151,7 +151,7 @@ def policy_loss(
     _check_inputs(logprobs, behavior_logprobs, advantages, mask)
     method = config.method
     delta = token_log_ratio(logprobs, behavior_logprobs, mask)  # [B, G, T], carries grad
-    maskf = mask.to(delta.dtype)
+    valid = mask.bool()
     norm = normaliser(mask, config.aggregation, config.max_length).to(delta.dtype)
     adv = advantages.detach().to(delta.dtype)
     log_ratio = delta.detach().sum(dim=-1)  # s_i, [B, G]
@@ -161,7 +161,7 @@ def policy_loss(
         log_c = log_coefficients(method, log_ratio, config.eps, truncation=config.truncation)
         weight = (log_c.exp() * adv).unsqueeze(-1)  # [B, G, 1], detached
         lp = logprobs.float() if logprobs.dtype in (torch.bfloat16, torch.float16) else logprobs
-        loss = -(weight * lp * maskf / norm).sum()
+        loss = -(_masked(weight * lp, valid) / norm).sum()
         groups = group_diagnostics(method, log_ratio, config.eps, truncation=config.truncation)
         capped = groups["capped"]
         frac = capped.any(dim=-1) if method == "gmc" else capped  # GMC caps whole groups
@@ -191,10 +191,20 @@ def policy_loss(
         diagnostics["a3po/masked_token_frac"] = _token_frac(~kept, mask)
     else:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
-    loss = -(prox_weight * per_token * maskf / norm).sum()
+    loss = -(_masked(prox_weight * per_token, valid) / norm).sum()
     zero_gradient = (~active | ~kept) & (adv_t != 0)
     diagnostics["ratio/clipped_token_frac"] = _token_frac(zero_gradient, mask)
     return loss, diagnostics
+
+
+def _masked(values: Tensor, valid: Tensor) -> Tensor:
+    """`values` on response tokens, exactly 0 on padding, `[B, G, T]`.
+
+    Selected with `torch.where`, not multiplied by the mask: a padded position may hold `-inf`
+    (an engine's log-prob of a pad token) and `0 * -inf` is NaN, which would make the loss NaN
+    (its gradient stays finite: `where` sends none to the unselected branch).
+    """
+    return torch.where(valid, values, torch.zeros((), dtype=values.dtype, device=values.device))
 
 
 def _token_frac(flags: Tensor, mask: Tensor) -> Tensor:

@@ -9,6 +9,15 @@ runs/<name>/
 ```
 
 Metric names are namespaced and listed once, in `METRIC_NAMES`.
+
+Non-finite floats are written as the JSON tokens `NaN`, `Infinity` and `-Infinity` (what Python's
+`json` module, pandas and JSON5 read back as floats; strict JSON has no spelling for them), so
+every record round-trips through `read_json`, `read_jsonl` and `read_run`. `config.json` carries
+the record schema (`RECORD_SCHEMA`) and a `history` of run segments (one per start or resume:
+time, package version, git commit). Records of schema 1 (before the history; infinities written as
+the strings `"inf"`/`"-inf"`/`"nan"`) are read back and upgraded on resume; a newer schema is
+refused. Trainers start a run with `RunWriter.fresh` (refuses a folder that holds records) or
+`RunWriter.resume` (appends a history segment).
 """
 
 from __future__ import annotations
@@ -23,9 +32,21 @@ import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+# The on-disk format's version (`config.json`'s `schema_version`) and what each version means: a
+# resume across versions that this code cannot upgrade is refused with the two descriptions.
+RECORD_SCHEMA = 2
+SCHEMA_CHANGES: dict[int, str] = {
+    1: "non-finite floats as the strings 'inf'/'-inf'/'nan', no run history in config.json",
+    2: "non-finite floats as the JSON tokens NaN/Infinity/-Infinity, config.json with "
+    "schema_version and a history of run segments",
+}
+# Files that hold a run's results: a fresh run refuses a folder that has any of them.
+RECORD_FILES = ("metrics.jsonl", "evals.jsonl", "summary.json")
 
 # Every metric a track writes, with its meaning. Figures and the report look names up here.
 METRIC_NAMES: dict[str, str] = {
@@ -71,7 +92,10 @@ METRIC_NAMES: dict[str, str] = {
 
 
 def _jsonable(value: Any) -> Any:
-    """Convert dataclasses, paths, numpy/torch scalars and non-finite floats to JSON values."""
+    """Convert dataclasses, paths and numpy/torch scalars and arrays to JSON values.
+
+    Floats stay floats, non-finite ones included (`to_json` writes them as `NaN`/`Infinity`).
+    """
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
@@ -81,12 +105,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, float):
-        # JSON has no inf/nan; keep them readable and round-trippable through `_restore`.
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
+        return float(value)
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
         return _jsonable(value.item())
     if hasattr(value, "tolist") and callable(value.tolist):
@@ -95,8 +114,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def to_json(value: Any) -> str:
-    """One-line JSON text of `value` (see `_jsonable` for what is converted)."""
-    return json.dumps(_jsonable(value), sort_keys=False, allow_nan=False)
+    """One-line JSON text of `value` (see `_jsonable`; non-finite floats as `NaN`/`Infinity`)."""
+    return json.dumps(_jsonable(value), sort_keys=False, allow_nan=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -117,32 +136,108 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    """Atomically write `obj` as indented JSON."""
-    atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, allow_nan=False) + "\n")
+    """Atomically write `obj` as indented JSON (non-finite floats as `NaN`/`Infinity`)."""
+    atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, allow_nan=True) + "\n")
+
+
+class RecordFileError(ValueError):
+    """A record file that cannot be read: `path`, `line` (1-based; None for the whole file) and
+    `reason`. The message reads `path: line N: reason`."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str) -> None:
+        self.path, self.line, self.reason = Path(path), line, reason
+        where = f"{self.path}: line {line}" if line is not None else str(self.path)
+        super().__init__(f"{where}: {reason}")
 
 
 def read_json(path: str | Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+    """Read a JSON file written by `atomic_write_json` (`NaN`/`Infinity` come back as floats).
+
+    A file that does not parse raises `RecordFileError` (a `ValueError`) naming the path, the line
+    and the reason.
+    """
+    path = Path(path)
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecordFileError(path, None, "not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise RecordFileError(path, err.lineno, f"not valid JSON ({err.msg})") from None
+
+
+def read_json_object(path: str | Path) -> dict[str, Any]:
+    """`read_json` of a file that must hold one JSON object (`config.json`, `summary.json`)."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise RecordFileError(path, 1, f"not a JSON object (got {type(data).__name__})")
+    return data
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSONL file; a torn last line (a run killed mid-write) is skipped, others must parse."""
+    """Read a JSONL file; a torn last line (a run killed mid-write) is skipped, others must parse.
+
+    Non-finite floats (`NaN`, `Infinity`) come back as floats. A damaged line raises
+    `RecordFileError` (a `ValueError`) naming the path, the line and the reason.
+    """
     path = Path(path)
     if not path.exists():
         return []
     rows: list[dict[str, Any]] = []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    for index, line in enumerate(lines):
+    lines = path.read_bytes().split(b"\n")
+    for index, raw in enumerate(lines):
+        last = index == len(lines) - 1  # no trailing newline: the write may have been cut off
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if last:
+                break
+            raise RecordFileError(path, index + 1, "not UTF-8 text") from None
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            if index == len(lines) - 1:  # no trailing newline: the write was cut off
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            if last:
                 break
-            raise ValueError(f"{path}: line {index + 1} is not valid JSON") from None
+            raise RecordFileError(path, index + 1, f"not valid JSON ({err.msg})") from None
+        if not isinstance(row, dict):
+            raise RecordFileError(path, index + 1, f"not a JSON object (got {type(row).__name__})")
+        rows.append(row)
     return rows
+
+
+_LEGACY_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def upgrade_legacy_values(value: Any) -> Any:
+    """Schema 1 -> 2: the strings `"inf"`, `"-inf"`, `"nan"` (how schema 1 wrote non-finite
+    floats) become floats, in nested dicts and lists."""
+    if isinstance(value, dict):
+        return {k: upgrade_legacy_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [upgrade_legacy_values(v) for v in value]
+    if isinstance(value, str) and value in _LEGACY_NON_FINITE:
+        return _LEGACY_NON_FINITE[value]
+    return value
+
+
+def record_schema(config_json: Mapping[str, Any]) -> int:
+    """The record schema of a parsed `config.json` (1 when it has no `schema_version`)."""
+    version = config_json.get("schema_version", 1)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise RecordSchemaError(
+            f"config.json has schema_version {version!r}; gmc-grpo writes whole numbers "
+            f"(this version writes {RECORD_SCHEMA})"
+        )
+    return version
+
+
+class RecordSchemaError(ValueError):
+    """A run folder's records use a schema this version of gmc-grpo cannot continue."""
+
+
+class RecordsExistError(ValueError):
+    """A fresh run was asked for in a folder that already holds records."""
 
 
 def git_commit(cwd: str | Path | None = None) -> str | None:
@@ -191,7 +286,11 @@ class RunRecord:
 
 
 def read_run(run_dir: str | Path) -> RunRecord:
-    """Read a run directory written by `RunWriter`."""
+    """Read a run directory written by `RunWriter` (records of schema 1 are upgraded on read).
+
+    A damaged file raises `RecordFileError` naming the path, the line and the reason; a newer
+    record schema raises `RecordSchemaError` (both are `ValueError`s).
+    """
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
     if not config_path.exists():
@@ -199,22 +298,86 @@ def read_run(run_dir: str | Path) -> RunRecord:
             f"{run_dir} is not a run directory: config.json is missing "
             "(run directories are written by `gmc-grpo toy|llm ...`)"
         )
+    config = read_json_object(config_path)
+    schema = _check_schema(config, run_dir)
     summary_path = run_dir / "summary.json"
-    return RunRecord(
+    summary = read_json_object(summary_path) if summary_path.exists() else None
+    record = RunRecord(
         path=run_dir,
-        config=read_json(config_path),
+        config=config,
         metrics=read_jsonl(run_dir / "metrics.jsonl"),
         evals=read_jsonl(run_dir / "evals.jsonl"),
-        summary=read_json(summary_path) if summary_path.exists() else None,
+        summary=summary,
     )
+    if schema == 1:
+        record.config = upgrade_legacy_values(record.config)
+        record.metrics = upgrade_legacy_values(record.metrics)
+        record.evals = upgrade_legacy_values(record.evals)
+        record.summary = upgrade_legacy_values(record.summary)
+    return record
+
+
+def _check_schema(config_json: Mapping[str, Any], run_dir: Path) -> int:
+    """The schema of a run's `config.json`; a newer one than `RECORD_SCHEMA` is refused."""
+    schema = record_schema(config_json)
+    if schema > RECORD_SCHEMA:
+        writer = (config_json.get("environment") or {}).get("gmc_grpo_version", "unknown")
+        from gmc_grpo import __version__
+
+        raise RecordSchemaError(
+            f"{run_dir} holds records of schema {schema} (written by gmc-grpo {writer}); this "
+            f"gmc-grpo {__version__} reads schemas 1-{RECORD_SCHEMA}. What differs: schema "
+            f"{RECORD_SCHEMA} stores {SCHEMA_CHANGES[RECORD_SCHEMA]}; schema {schema} is newer. "
+            "Upgrade gmc-grpo, or choose another folder (--out)."
+        )
+    return schema
+
+
+def existing_records(run_dir: str | Path) -> list[str]:
+    """What of `RECORD_FILES` `run_dir` holds (`metrics.jsonl: 12 rows`, `summary.json`); empty
+    JSONL files do not count."""
+    run_dir = Path(run_dir)
+    found = []
+    for name in RECORD_FILES:
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        if name.endswith(".jsonl"):
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                rows = sum(1 for line in handle if line.strip())
+            if rows:
+                found.append(f"{name}: {rows} rows")
+        else:
+            found.append(name)
+    return found
+
+
+def check_fresh_run_dir(run_dir: str | Path) -> None:
+    """Refuse to start a fresh run in a folder that holds records (a fresh run erases them).
+
+    Call it before any compute; `RunWriter.fresh` calls it too.
+    """
+    found = existing_records(run_dir)
+    if found:
+        raise RecordsExistError(
+            f"{run_dir} already holds the records of a run ({', '.join(found)}) and a fresh run "
+            "erases records: pass --resume to continue that run, or choose another folder (--out)"
+        )
 
 
 class RunWriter:
     """Writes one run directory. Use as a context manager or call `close()`.
 
-    `resume=True` keeps existing rows (a resumed run appends) and drops a torn last line left by a
-    killed run; `keep_steps_below` also drops rows at or after a checkpoint's step so that a
-    resumed run does not duplicate them.
+    Trainers start through the two constructors that check the folder first:
+    - `RunWriter.fresh(run_dir, config)`: a new run; refuses a folder that holds records
+      (`check_fresh_run_dir`) unless `overwrite=True` (e.g. a `--fresh`/`--overwrite` flag).
+    - `RunWriter.resume(run_dir, config, keep_steps_below=step)`: continues the run in
+      `run_dir`; refuses a newer record schema, upgrades schema 1, appends a history segment.
+
+    The plain constructor keeps the older contract: `resume=False` erases the folder's records,
+    `resume=True` keeps them (both record the segment in `config.json`'s `history`). On resume a
+    torn last line left by a killed run is dropped, and `keep_steps_below` also drops rows at or
+    after a checkpoint's step so that a resumed run does not duplicate them.
     """
 
     def __init__(
@@ -227,23 +390,75 @@ class RunWriter:
     ) -> None:
         self.path = Path(run_dir)
         self.path.mkdir(parents=True, exist_ok=True)
+        previous = self._previous_config() if resume else None
+        schema = _check_schema(previous, self.path) if previous is not None else RECORD_SCHEMA
         if not resume:
-            for name in ("metrics.jsonl", "evals.jsonl", "summary.json"):
+            for name in RECORD_FILES:
                 (self.path / name).unlink(missing_ok=True)
         else:
             # rewrite both files: drops a torn last line left by a killed run (so appended rows
-            # stay readable) and, with `keep_steps_below`, the rows a checkpoint does not cover
+            # stay readable), upgrades schema-1 values and, with `keep_steps_below`, drops the
+            # rows a checkpoint does not cover
             for name in ("metrics.jsonl", "evals.jsonl"):
-                self._truncate(name, keep_steps_below)
-        payload = {"config": _jsonable(config), "environment": environment_info()}
+                self._truncate(name, keep_steps_below, upgrade=schema == 1)
+        config_json = _jsonable(config)
+        environment = environment_info()
+        segment = {
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "mode": "resume" if resume else "fresh",
+            "keep_steps_below": keep_steps_below if resume else None,
+            **environment,
+        }
+        history: list[dict[str, Any]] = []
+        if previous is not None:
+            history = _previous_history(previous)
+            old_config = previous.get("config")
+            if schema == 1:
+                old_config = upgrade_legacy_values(old_config)
+            segment["config_changed"] = _changed_keys(old_config, config_json)
+        self.history = history + [segment]
+        payload = {
+            "schema_version": RECORD_SCHEMA,
+            "config": config_json,
+            "environment": environment,
+            "history": self.history,
+        }
         atomic_write_json(self.path / "config.json", payload)
         self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._evals = open(self.path / "evals.jsonl", "a", encoding="utf-8")  # noqa: SIM115
 
-    def _truncate(self, name: str, keep_steps_below: int | None) -> None:
+    @classmethod
+    def fresh(cls, run_dir: str | Path, config: Any, *, overwrite: bool = False) -> RunWriter:
+        """Start a new run in `run_dir`: refuses a folder with records unless `overwrite`."""
+        if not overwrite:
+            check_fresh_run_dir(run_dir)
+        return cls(run_dir, config, resume=False)
+
+    @classmethod
+    def resume(
+        cls, run_dir: str | Path, config: Any, *, keep_steps_below: int | None = None
+    ) -> RunWriter:
+        """Continue the run in `run_dir` (which must hold its `config.json`): checks the record
+        schema, keeps the rows below `keep_steps_below`, appends a history segment."""
+        if not (Path(run_dir) / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{run_dir} holds no run to resume (config.json is missing): start without "
+                "--resume, or point --out at the run's folder"
+            )
+        return cls(run_dir, config, resume=True, keep_steps_below=keep_steps_below)
+
+    def _previous_config(self) -> dict[str, Any] | None:
+        path = self.path / "config.json"
+        if not path.is_file():
+            return None
+        return read_json_object(path)
+
+    def _truncate(self, name: str, keep_steps_below: int | None, *, upgrade: bool) -> None:
         rows = read_jsonl(self.path / name)
         if keep_steps_below is not None:
             rows = [r for r in rows if r.get("step", -1) < keep_steps_below]
+        if upgrade:
+            rows = upgrade_legacy_values(rows)
         atomic_write_text(self.path / name, "".join(to_json(r) + "\n" for r in rows))
 
     @staticmethod
@@ -279,3 +494,28 @@ class RunWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _previous_history(previous: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The history of an earlier `config.json`; schema 1 had none: its environment is the one
+    known segment (start time unknown)."""
+    history = previous.get("history")
+    if isinstance(history, list):
+        return [dict(h) for h in history if isinstance(h, dict)]
+    env = previous.get("environment") or {}
+    return [
+        {
+            "started": None,
+            "mode": None,
+            "keep_steps_below": None,
+            **{k: env.get(k) for k in ("gmc_grpo_version", "git_commit", "python", "platform")},
+            "libraries": env.get("libraries", {}),
+        }
+    ]
+
+
+def _changed_keys(old: Any, new: Any) -> list[str]:
+    """Top-level config fields whose values differ between two segments (NaN equals NaN)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return [] if to_json(old) == to_json(new) else ["<config>"]
+    return sorted(k for k in set(old) | set(new) if to_json(old.get(k)) != to_json(new.get(k)))

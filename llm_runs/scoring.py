@@ -5,29 +5,40 @@ Model text is untrusted. The rules this module keeps:
 - Nothing is ever evaluated as code. Extraction and normalisation are linear-time string scans;
   symbolic equivalence uses math-verify (LaTeX parsed by an ANTLR grammar into sympy; plain
   expressions only when they consist of digits and arithmetic operators).
+- Normalisation only rewrites what is provably equivalent (`rewrite_answer`, `compare_locally`):
+  thousands separators only inside one number, `\\left(` only as a delimiter, units only after a
+  number and only when both answers agree on them. Agreement with hand labels on 226 answer pairs
+  in the styles of MATH, OlympiadBench, AMC and Minerva: `tests/llm_runs/data/answer_pairs.jsonl`.
 - Every symbolic comparison runs in a worker process that can be killed: a per-item wall-clock
   timeout (the worker is killed and replaced, the item counts as incorrect) and an address-space
   limit (`RLIMIT_AS`) on each worker. math-verify's own `signal.alarm` timeouts are kept as a first,
   cheaper line, but they cannot interrupt a computation stuck in C code (a power tower), hence the
-  kill.
+  kill. Workers are started as `python -m llm_runs.scoring_worker` (nothing re-imports the
+  caller's `__main__`) and exit when the parent dies.
 - Answers longer than `MAX_ANSWER_CHARS` are never handed to sympy (only compared as strings).
 
-Public API: `extract_last_boxed`, `normalize_answer`, `is_correct`, `Scorer` (the batch API that
-uses all cores) and `score_batch`.
+Public API: `extract_last_boxed`, `rewrite_answer`, `normalize_answer`, `split_choice`,
+`split_unit`, `compare_locally`, `is_correct`, `Scorer` (the batch API that uses all cores) and
+`score_batch`.
 """
 
 from __future__ import annotations
 
 import atexit
-import logging
-import multiprocessing as mp
+import json
 import os
+import queue
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from fractions import Fraction
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 
 # Boxed answers longer than this are judged by string comparison only (no parser, no sympy):
 # every reference answer of the seven datasets is far shorter.
@@ -125,142 +136,291 @@ def extract_last_boxed(text: str) -> str | None:
 # --------------------------------------------------------------------------------------------
 # Normalisation (pure string rules, applied before any symbolic comparison)
 # --------------------------------------------------------------------------------------------
+#
+# Every rule below rewrites an answer into a form with the same mathematical meaning, under the
+# benchmarks' conventions (an answer's unit, dollar sign or degree sign is not part of its
+# value). What is deliberately not done, because it is not an equivalence: removing the spaces
+# or commas between numbers (`1, 2` is two answers, `12` one), removing `\left`/`\right` where
+# they begin another command (`\leftarrow`), stripping single-letter "units" (`2m` may be a
+# variable), upper-casing letters (`c` and `C` are different variables).
 
-_TEXT_WRAPPERS = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|rm)\s*\{([^{}]*)\}")
-_THOUSANDS = re.compile(r"^-?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
-_CHOICE = re.compile(r"^\(?([A-Ea-e])\)?$")
+_WRAPPER = r"\\(?:text|textbf|textit|textrm|textnormal|mathrm|mathbf|mathit|mbox|rm)\s*"
+_TEXT_WRAPPERS = re.compile(_WRAPPER + r"\{([^{}]*)\}")
+# \left( \right] \bigl\{ ...: sizing commands before a delimiter; `\left.` is an invisible one.
+_SIZING = re.compile(r"\\(?:left|right|middle|[bB]igg?[lr]?)(?![A-Za-z])\s*(\.(?!\d))?")
+_FRAC = re.compile(r"\\[dtc]frac(?![A-Za-z])")
+# a degree mark after a number, at the end of the answer or of one item of a list (`30^\circ`,
+# `30^{\circ}, 60^\circ`); inside an expression (`\cos 60^\circ`) it changes the value: kept
+_DEGREE = re.compile(
+    r"(?<=[\d}])\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ(?![A-Za-z])|\\degree(?![A-Za-z])|°)"
+    r"(?=\s*(?:,|$))"
+)
+_TRIG = re.compile(r"\\(?:arc)?(?:sin|cos|tan|cot|sec|csc)h?(?![A-Za-z])")
+_SPACING = re.compile(r"(?<!\\)\\[,;: ]|\\q?quad(?![A-Za-z])|~")
+# one number with thousands separators: `1,000`, `1{,}000`, `10\,000`, `-1,234.5`
+_THOUSANDS = re.compile(r"^([+-]?\d{1,3})((?:(?:,|\{,\}|\\,)\d{3})+)(\.\d+)?$")
+# one number in E notation: `6.5e-27` (read as 6.5 x 10^-27, never as 6.5 e - 27 with Euler's e)
+_E_NOTATION = re.compile(r"^([+-]?(?:\d+(?:\.\d*)?|\.\d+))[eE]([+-]?\d{1,4})$")
+# a plain number: `-2.70`, `6.5 \times 10^{-27}`, `10^{8}` (compared exactly: `numeric_value`)
+_NUMBER = re.compile(
+    r"^([+-]?)(\d{1,100}(?:\.\d{0,100})?|\.\d{1,100})?"
+    r"\s*(?:(?:\\times|\\cdot)?\s*10\s*\^\s*(?:\{\s*([+-]?\d{1,3})\s*\}|(\d)))?$"
+)
+# a number written in a base: `1011_2`, `1A_{16}`
+_BASE = re.compile(r"^([0-9A-F]*[0-9][0-9A-F]*)\s*_\s*\{?\s*(\d{1,2})\s*\}?$")
+_CHOICE_ONLY = re.compile(r"^(?:" + _WRAPPER + r"\{\s*\(?([A-E])\)?\s*\}|\(([A-E])\)|([A-E]))$")
+_CHOICE_WITH_VALUE = re.compile(
+    r"^(?:" + _WRAPPER + r"\{\s*\(([A-E])\)\s*\}|\(([A-E])\))\s*(\S.*)$"
+)
 _UNIT_WORDS = (
-    "units",
-    "unit",
-    "square",
-    "sq",
-    "cubic",
-    "inches",
-    "inch",
-    "feet",
-    "foot",
-    "ft",
-    "cm",
-    "mm",
-    "km",
-    "meters",
-    "meter",
-    "miles",
-    "mile",
-    "mph",
-    "hours",
-    "hour",
-    "minutes",
-    "minute",
-    "seconds",
-    "second",
-    "degrees",
-    "degree",
-    "dollars",
-    "dollar",
-    "cents",
-    "cent",
-    "pounds",
-    "pound",
-    "days",
-    "day",
+    "units?|square|sq|cubic|inch(?:es)?|feet|foot|ft|cm|mm|km|kg|meters?|metres?|miles?|mph|"
+    "hours?|minutes?|seconds?|degrees?|dollars?|cents?|pounds?|days?|weeks?|years?|grams?|"
+    "liters?|litres?|gallons?|ounces?"
 )
-_TRAILING_UNITS = re.compile(
-    r"^(.*?\d)\s*(?:" + "|".join(_UNIT_WORDS) + r")(?:\^?\{?[23]\}?)?$", re.IGNORECASE
+_TEXT_UNIT = _WRAPPER + r"\{\s*[A-Za-z][A-Za-z .]*\}"
+# A trailing unit: wrapped words (`\text{ cm}^2`, `\mathrm{~m} / \mathrm{s}`) or, after a space,
+# unit words of two letters or more (`12 inches`, `4 square units`).
+_UNIT_TAIL = re.compile(
+    r"(?:\s*"
+    + _TEXT_UNIT
+    + r"(?:\s*(?:/|\\cdot|\^\s*\{?-?\d\}?|"
+    + _TEXT_UNIT
+    + r"))*"
+    + r"|\s+(?:(?:square|sq|cubic)\s+)?(?:"
+    + _UNIT_WORDS
+    + r")(?:\s*\^\s*\{?[23]\}?)?)\s*$"
 )
+_SPACE_RUNS = re.compile(r"\s+")
+
+
+def rewrite_answer(answer: str) -> str:
+    """An answer in a form with the same meaning that math-verify reads more reliably.
+
+    Removes `$`, `\\$`, `\\displaystyle`, `\\!`, degree marks (`^\\circ`) and a final period
+    after a number or group (`7.`); turns `\\dfrac`/`\\tfrac`/`\\cfrac` into `\\frac`,
+    `\\varnothing` into `\\emptyset`, spacing commands (`\\,` `\\;` `\\quad` `~`) into spaces;
+    removes `\\left`/`\\right`/`\\bigl`... only as delimiter sizes (not `\\leftarrow`); joins
+    thousands separators (`,` `{,}` `\\,`) only when the whole answer is one number with groups
+    of three digits (`10,\\!000`; `1, 234` stays two numbers). Linear time.
+    """
+    s = answer.strip()
+    s = s.replace("\\$", "").replace("$", "").replace("\\displaystyle", "").replace("\\!", "")
+    s = _SIZING.sub("", s)
+    s = _FRAC.sub(r"\\frac", s)
+    s = s.replace("\\varnothing", "\\emptyset")
+    if not _TRIG.search(s):
+        s = _DEGREE.sub("", s).strip()
+    thousands = _THOUSANDS.match(s)
+    if thousands:
+        digits = re.sub(r"\D", "", thousands.group(2))
+        s = thousands.group(1) + digits + (thousands.group(3) or "")
+    s = _SPACE_RUNS.sub(" ", _SPACING.sub(" ", s)).strip()
+    if s.endswith("."):
+        head = s[:-1].rstrip()
+        if head and head[-1] in "0123456789})]":
+            s = head
+    e_notation = _E_NOTATION.match(s)
+    if e_notation:
+        mantissa = e_notation.group(1).rstrip(".")
+        s = f"{mantissa} \\times 10^{{{int(e_notation.group(2))}}}"
+    return s
+
+
+def split_choice(answer: str) -> tuple[str | None, str]:
+    """`(letter, value)` of a multiple-choice answer, else `(None, answer)`.
+
+    `(C)`, `\\text{(C)}`, `\\textbf{C}` and a lone `C` give `("C", "")`; `(C) 12` and
+    `\\textbf{(C) }12` give `("C", "12")`. Letters A-E, upper case only. `answer` is rewritten
+    (`rewrite_answer`) first.
+    """
+    s = rewrite_answer(answer)
+    match = _CHOICE_ONLY.match(s)
+    if match:
+        return next(g for g in match.groups() if g), ""
+    match = _CHOICE_WITH_VALUE.match(s)
+    if match:
+        return match.group(1) or match.group(2), match.group(3).strip()
+    return None, s
+
+
+def split_unit(answer: str) -> tuple[str, str | None]:
+    """`(value, unit)` of an answer that ends in a unit after a number, else `(answer, None)`.
+
+    A unit is text in `\\text{}`/`\\mathrm{}`/`\\mbox{}` (with `/`, `\\cdot` and powers between:
+    `\\mathrm{~m} / \\mathrm{s}`), or, after a space, a unit word of two letters or more
+    (`cm`, `inches`, `square units`, ...); a digit string's base subscript (`1011_2`) counts as
+    the unit "base 2". The value must contain a digit and not end in an operator. The unit comes
+    back in a canonical spelling (`unit_key`). `answer` is rewritten (`rewrite_answer`) first.
+    """
+    s = rewrite_answer(answer)
+    base = _BASE.match(s)
+    if base:
+        return base.group(1), f"base {int(base.group(2))}"
+    match = _UNIT_TAIL.search(s)
+    if match is None or match.start() == 0:
+        return s, None
+    value = s[: match.start()].rstrip()
+    if not _can_carry_unit(value):
+        return s, None
+    return value, unit_key(match.group())
+
+
+def _can_carry_unit(value: str) -> bool:
+    return bool(value) and any(c.isdigit() for c in value) and value[-1] not in "+-*/=^_,({[\\"
+
+
+# Spellings of one unit (after `unit_key` lower-cases and singularises a word).
+_UNIT_ALIASES = {
+    "second": "s",
+    "sec": "s",
+    "meter": "m",
+    "metre": "m",
+    "centimeter": "cm",
+    "centimetre": "cm",
+    "millimeter": "mm",
+    "millimetre": "mm",
+    "kilometer": "km",
+    "kilometre": "km",
+    "kilogram": "kg",
+    "gram": "g",
+    "hour": "h",
+    "hr": "h",
+    "minute": "min",
+    "foot": "ft",
+    "feet": "ft",
+    "inch": "in",
+    "degree": "deg",
+    "kelvin": "K",
+    "year": "yr",
+    "dollar": "$",
+    "liter": "L",
+    "litre": "L",
+}
+
+
+def unit_key(unit: str) -> str:
+    """Canonical spelling of a unit: wrappers and spaces removed, words singular, one name per
+    unit (`seconds`, `sec`, `s` -> `s`; `\\mathrm{~km}` -> `km`). Symbols keep their case
+    (`K` kelvin, `mHz`/`MHz`)."""
+    text = _TEXT_WRAPPERS.sub(r" \1 ", unit).replace("\\cdot", " * ")
+    out = []
+    for token in re.findall(r"[A-Za-z]+|[0-9]+|[/*^-]", text):
+        word = token.lower()
+        if len(word) > 3 and word.endswith(("ches", "shes")):
+            word = word[:-2]
+        elif len(word) > 3 and word.endswith("s"):
+            word = word[:-1]
+        out.append(_UNIT_ALIASES.get(word, token if len(token) <= 3 else word))
+    return " ".join(out)
+
+
+def _strip_named_unit(value: str, unit: str) -> str | None:
+    """`value` without a trailing bare word that spells `unit` (`2 m` with unit `m`), else None."""
+    head, _, last = value.rpartition(" ")
+    head = head.rstrip()
+    if head and _can_carry_unit(head) and unit_key(last) == unit:
+        return head
+    return None
+
+
+def numeric_value(answer: str) -> Fraction | None:
+    """The exact value of a plain number (`-2.70`, `6.5 \\times 10^{-27}`, `6.5e-27`), else None.
+
+    Decimal digits and exponents are bounded (100 digits, |exponent| < 1000), so the value is
+    cheap to build. Used to compare two plain numbers exactly: math-verify rounds to 6 decimal
+    places, so it calls 6.5e-27 and 6.5e-26 equal.
+    """
+    match = _NUMBER.match(rewrite_answer(answer))
+    if match is None:
+        return None
+    sign, mantissa, exponent, digit_exponent = match.groups()
+    if mantissa is None and exponent is None and digit_exponent is None:
+        return None
+    value = Fraction(mantissa) if mantissa else Fraction(1)
+    power = exponent if exponent is not None else digit_exponent
+    if power is not None:
+        if mantissa and not re.search(r"\\times|\\cdot", match.group(0)):
+            return None  # `2 10^3` is not a plain number
+        value *= Fraction(10) ** int(power)
+    return -value if sign == "-" else value
+
+
+def _canonical_spacing(s: str) -> str:
+    """Spaces kept only between two letters/digits (`\\pi r`, `1 2`); `, ` after every comma."""
+    out: list[str] = []
+    for i, ch in enumerate(s):
+        if ch == " ":
+            before, after = s[i - 1 : i], s[i + 1 : i + 2]
+            if before.isalnum() and after.isalnum():
+                out.append(" ")
+            continue
+        out.append(ch)
+        if ch == ",":
+            out.append(" ")
+    return "".join(out).rstrip()
 
 
 def normalize_answer(answer: str) -> str:
     """Canonical string form of an answer, for a cheap exact comparison.
 
-    Removes spacing commands and spaces, `\\left`/`\\right`, `\\$`, `^\\circ`, `\\%`, a trailing
-    period, `\\text{...}`-style wrappers (keeping their content), trailing unit words after a
-    number, `{,}` and thousands separators in plain numbers; `\\dfrac`/`\\tfrac` become `\\frac`;
-    a multiple-choice letter `(C)` becomes `C`. Idempotent; linear time on bounded input.
+    `rewrite_answer`, then a multiple-choice answer becomes its letter (`\\text{(C)}` -> `C`),
+    text wrappers keep their content (`\\text{Monday}` -> `Monday`) and spaces are kept only
+    between two letters or digits, with `, ` after every comma. Units are not removed here (that
+    depends on the other answer: `compare_locally`). Idempotent.
     """
-    s = answer.strip()
-    s = s.replace("\\!", "").replace("\\,", "").replace("\\;", "").replace("\\:", "")
-    s = s.replace("\\left", "").replace("\\right", "")
-    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
-    s = s.replace("\\$", "").replace("$", "")
-    s = s.replace("^{\\circ}", "").replace("^\\circ", "").replace("\\circ", "")
-    s = s.replace("\\%", "").replace("%", "")
-    s = s.replace("{,}", ",")
-    for _ in range(3):  # nested wrappers such as \text{\textbf{C}}
-        s = _TEXT_WRAPPERS.sub(r"\1", s)
-    s = s.strip()
-    unit_match = _TRAILING_UNITS.match(s)
-    if unit_match:
-        s = unit_match.group(1)
-    s = "".join(s.split())
-    s = s.rstrip(".")
-    if _THOUSANDS.match(s):
-        s = s.replace(",", "")
-    choice = _CHOICE.match(s)
-    if choice:
-        s = choice.group(1).upper()
+    s = answer
+    for _ in range(5):  # to a fixed point: removing a space can make a new rule apply (`0 .`)
+        previous, s = s, _normalize_once(s)
+        if s == previous:
+            break
     return s
 
 
-# --------------------------------------------------------------------------------------------
-# Symbolic equivalence (runs only inside a worker process)
-# --------------------------------------------------------------------------------------------
+def _normalize_once(answer: str) -> str:
+    letter, value = split_choice(answer)
+    if letter is not None and not value:
+        return letter
+    s = rewrite_answer(answer)
+    for _ in range(3):  # nested wrappers such as \text{\textbf{C}}
+        s = _TEXT_WRAPPERS.sub(r"\1", s)
+    return _canonical_spacing(_SPACE_RUNS.sub(" ", s).strip())
 
 
-def _verify_in_worker(reference: str, prediction: str, inner_timeout: int) -> bool:
-    """math-verify equivalence of two extracted answers, gold (reference) first.
+def compare_locally(prediction: str, reference: str) -> bool | tuple[str, str]:
+    """Decide a pair by string rules where they suffice, else say what math-verify should compare.
 
-    Both answers are wrapped in `\\boxed{}` so math-verify's extraction takes exactly them.
-    Runs inside a scoring worker (main thread, so math-verify's `signal.alarm` works).
+    Returns `True`/`False`, or `(reference_form, prediction_form)` for math-verify. Rules, in
+    order:
+    1. a multiple-choice reference is matched by the predicted letter (`C`, `(C)`,
+       `\\text{(C) }12`); a predicted `(C) 12` against a plain reference compares `12`;
+    2. two different explicit units are different answers (`5 cm` vs `5 m`, `1011_2` vs
+       `1011_3`); a unit on one side only, or the same unit on both, is dropped (also a bare
+       `2 m` when the other side says `\\mathrm{m}`);
+    3. equal `normalize_answer` forms are equal answers; two plain numbers are compared exactly
+       (`numeric_value`).
     """
-    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
-
-    config = [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()]
-    gold = parse(f"\\boxed{{{reference}}}", extraction_config=config, parsing_timeout=inner_timeout)
-    if not gold:
+    pred_letter, pred_value = split_choice(prediction)
+    ref_letter, ref_value = split_choice(reference)
+    if ref_letter is not None and pred_letter is not None:
+        return ref_letter == pred_letter
+    if not pred_value:  # a lone predicted letter against a value: compare as written
+        pred_value = rewrite_answer(prediction)
+    if not ref_value:
+        ref_value = rewrite_answer(reference)
+    pred_value, pred_unit = split_unit(pred_value)
+    ref_value, ref_unit = split_unit(ref_value)
+    if pred_unit is not None and ref_unit is not None and pred_unit != ref_unit:
         return False
-    pred = parse(
-        f"\\boxed{{{prediction}}}", extraction_config=config, parsing_timeout=inner_timeout
-    )
-    if not pred:
-        return False
-    return bool(verify(gold, pred, timeout_seconds=inner_timeout))
-
-
-def _worker_main(conn: Connection, memory_mb: int, inner_timeout: int) -> None:
-    """Scoring worker: limit memory, import math-verify, then answer `(key, ref, pred)` requests."""
-    import resource
-
-    if memory_mb > 0:
-        limit = memory_mb * 1024 * 1024
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        except (ValueError, OSError):
-            pass
-    # math-verify logs the whole input on a timeout; model text can be megabytes.
-    logging.disable(logging.CRITICAL)
-    try:
-        import math_verify  # noqa: F401  (warm the import before declaring readiness)
-    except ImportError as exc:
-        conn.send(("error", f"math-verify is not installed: {exc}"))
-        return
-    conn.send(("ready", None))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        key, reference, prediction = message
-        try:
-            verdict = _verify_in_worker(reference, prediction, inner_timeout)
-        except BaseException:  # MemoryError, RecursionError, math-verify's TimeoutException, ...
-            verdict = False
-        try:
-            conn.send((key, verdict))
-        except (OSError, ValueError):
-            return
+    if ref_unit is not None and pred_unit is None:
+        pred_value = _strip_named_unit(pred_value, ref_unit) or pred_value
+    if pred_unit is not None and ref_unit is None:
+        ref_value = _strip_named_unit(ref_value, pred_unit) or ref_value
+    if normalize_answer(pred_value) == normalize_answer(ref_value):
+        return True
+    pred_number, ref_number = numeric_value(pred_value), numeric_value(ref_value)
+    if pred_number is not None and ref_number is not None:
+        return pred_number == ref_number
+    return ref_value, pred_value
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,9 +430,10 @@ def _worker_main(conn: Connection, memory_mb: int, inner_timeout: int) -> None:
 
 @dataclass
 class ScoreStats:
-    """Counters of one `Scorer`: items decided by string match, by a worker, by timeout/crash."""
+    """Counters of one `Scorer`: items decided by string rules, by a worker, by timeout/crash."""
 
     string_match: int = 0
+    rule_rejected: int = 0
     verified: int = 0
     timeouts: int = 0
     crashes: int = 0
@@ -280,42 +441,130 @@ class ScoreStats:
     no_answer: int = 0
 
 
-class _Worker:
-    """One worker process and the parent's end of its pipe."""
+# The folder that holds the `llm_runs` package: workers start there so `python -m` finds the
+# same copy of the package as the parent, installed or not.
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 
-    def __init__(self, ctx, memory_mb: int, inner_timeout: int, start_timeout: float) -> None:
-        self.conn, child = ctx.Pipe(duplex=True)
-        self.process = ctx.Process(
-            target=_worker_main, args=(child, memory_mb, inner_timeout), daemon=True
-        )
-        self.process.start()
-        child.close()
-        if not self.conn.poll(start_timeout):
-            self.kill()
-            raise RuntimeError(
-                f"a scoring worker did not start within {start_timeout:.0f} s "
-                "(is the machine overloaded?)"
-            )
-        status, detail = self.conn.recv()
+
+class _Launcher:
+    """Starts worker processes from one long-lived thread.
+
+    Linux delivers `PR_SET_PDEATHSIG` when the *thread* that started a process exits, not the
+    process: a worker started from a short-lived thread (a thread pool's) would be killed early.
+    This thread lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, args: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="scoring-launcher", daemon=True
+                )
+                self._thread.start()
+        done: Future = Future()
+        self._requests.put((args, pass_fds, done))
+        return done.result()
+
+    def _serve(self) -> None:
+        while True:
+            args, pass_fds, done = self._requests.get()
+            try:
+                process = subprocess.Popen(
+                    args,
+                    pass_fds=pass_fds,
+                    cwd=_PACKAGE_ROOT,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+            except BaseException as exc:  # handed to the caller
+                done.set_exception(exc)
+            else:
+                done.set_result(process)
+
+
+_LAUNCHER = _Launcher()
+
+
+class _Worker:
+    """One worker process (`python -m llm_runs.scoring_worker`) and the parent's pipe ends."""
+
+    def __init__(self, memory_mb: int, inner_timeout: int, start_timeout: float) -> None:
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        args = [
+            sys.executable,
+            "-m",
+            "llm_runs.scoring_worker",
+            str(request_read),
+            str(reply_write),
+            str(os.getpid()),
+            str(memory_mb),
+            str(inner_timeout),
+        ]
+        try:
+            self.process = _LAUNCHER.popen(args, pass_fds=(request_read, reply_write))
+        except BaseException:
+            os.close(request_write)
+            os.close(reply_read)
+            raise
+        finally:  # the child's ends: the worker holds its own copies
+            os.close(request_read)
+            os.close(reply_write)
+        self.requests = Connection(request_write, readable=False)
+        self.conn = Connection(reply_read, writable=False)  # what `wait()` watches
+        self.task: tuple[int, float] | None = None  # (key, deadline)
+        status = detail = None
+        if self.conn.poll(start_timeout):
+            try:
+                status, detail = json.loads(self.conn.recv_bytes())
+            except (EOFError, OSError, ValueError):
+                status, detail = "error", "the worker exited while starting"
         if status != "ready":
             self.kill()
+            if status is None:
+                raise RuntimeError(
+                    f"a scoring worker did not start within {start_timeout:.0f} s "
+                    "(is the machine overloaded?)"
+                )
             raise RuntimeError(f"scoring worker failed to start: {detail}")
-        self.task: tuple[int, float] | None = None  # (key, deadline)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def send(self, key: int, reference: str, prediction: str) -> None:
+        self.requests.send_bytes(json.dumps([key, reference, prediction]).encode("utf-8"))
+
+    def receive(self) -> tuple[int, bool]:
+        key, verdict = json.loads(self.conn.recv_bytes())
+        return int(key), bool(verdict)
 
     def kill(self) -> None:
-        """Kill the process (SIGKILL) and release the pipe."""
-        if self.process.is_alive():
+        """Kill the process (SIGKILL), reap it and release the pipes."""
+        if self.process.poll() is None:
             self.process.kill()
-        self.process.join(timeout=5)
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.requests.close()
         self.conn.close()
 
     def stop(self) -> None:
         """Ask the worker to exit; kill it if it does not."""
         try:
-            self.conn.send(None)
+            self.requests.send_bytes(b"null")
         except (OSError, ValueError):
             pass
-        self.process.join(timeout=1)
+        try:
+            self.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
         self.kill()
 
 
@@ -326,10 +575,10 @@ class Scorer:
     timeout_s: wall-clock limit per symbolic comparison; past it the worker is killed and
         replaced and the item counts as incorrect.
     memory_mb: address-space limit (`RLIMIT_AS`) of each worker; 0 disables it.
-    start_method: multiprocessing start method for workers ("spawn" default: safe next to a
-        process that holds threads, e.g. torch or vLLM).
 
-    Use as a context manager, or call `close()`. Thread-safe (one batch at a time).
+    Workers are separate Python processes (`python -m llm_runs.scoring_worker`), so a script
+    needs no `if __name__ == "__main__":` guard, and they exit when this process dies. Use as a
+    context manager, or call `close()`. Thread-safe (one batch at a time).
     """
 
     def __init__(
@@ -337,7 +586,6 @@ class Scorer:
         num_workers: int | None = None,
         timeout_s: float = 5.0,
         memory_mb: int = 2048,
-        start_method: str = "spawn",
     ) -> None:
         if num_workers is not None and num_workers < 1:
             raise ValueError(f"Scorer.num_workers must be >= 1, got {num_workers}")
@@ -350,7 +598,6 @@ class Scorer:
         self.memory_mb = int(memory_mb)
         # math-verify's own alarm fires first (whole seconds, at least 1) for interruptible work.
         self._inner_timeout = max(1, int(self.timeout_s * 0.6))
-        self._ctx = mp.get_context(start_method)
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self.stats = ScoreStats()
@@ -358,11 +605,15 @@ class Scorer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _spawn(self) -> _Worker:
-        return _Worker(self._ctx, self.memory_mb, self._inner_timeout, start_timeout=120.0)
+        return _Worker(self.memory_mb, self._inner_timeout, start_timeout=120.0)
 
     def _ensure_workers(self, count: int) -> None:
         while len(self._workers) < count:
             self._workers.append(self._spawn())
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running workers (started on demand by `score`)."""
+        return [w.pid for w in self._workers]
 
     def close(self) -> None:
         """Stop every worker process."""
@@ -382,8 +633,8 @@ class Scorer:
     def score(self, completions: Sequence[str], references: Sequence[str]) -> list[bool]:
         """Correctness of each completion against its reference (same length sequences).
 
-        The answer is the completion's last complete box; no box means incorrect. Pairs with
-        equal normalised strings are correct without a worker; the others go to the pool
+        The answer is the completion's last complete box; no box means incorrect. Pairs that the
+        string rules decide (`compare_locally`) need no worker; the others go to the pool
         (identical pairs are decided once).
         """
         if len(completions) != len(references):
@@ -398,15 +649,20 @@ class Scorer:
             if not predicted:  # no complete box, or an empty one
                 self.stats.no_answer += 1
                 continue
-            decided = _string_verdict(predicted, str(reference))
-            if decided is not None:
+            reference = str(reference).strip()
+            if len(predicted) > MAX_ANSWER_CHARS or len(reference) > MAX_ANSWER_CHARS:
+                verdicts[index] = predicted.strip() == reference
+                self.stats.too_long += 1
+                continue
+            decided = compare_locally(predicted, reference)
+            if isinstance(decided, bool):
                 verdicts[index] = decided
                 if decided:
                     self.stats.string_match += 1
                 else:
-                    self.stats.too_long += 1
+                    self.stats.rule_rejected += 1
                 continue
-            pending.setdefault((str(reference).strip(), predicted), []).append(index)
+            pending.setdefault(decided, []).append(index)
         if pending:
             results = self._verify_many(list(pending))
             for pair, verdict in zip(pending, results, strict=True):
@@ -414,24 +670,20 @@ class Scorer:
                     verdicts[index] = verdict
         return verdicts
 
-    def verify_answers(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
-        """Symbolic equivalence of extracted `(reference, prediction)` pairs, in the pool."""
-        return self._verify_many(list(pairs))
-
     def _verify_many(self, pairs: list[tuple[str, str]]) -> list[bool]:
+        """math-verify verdicts of `(reference, prediction)` pairs, in the pool."""
         with self._lock:
             self._ensure_workers(min(self.num_workers, len(pairs)))
             results: list[bool] = [False] * len(pairs)
-            queue = list(range(len(pairs) - 1, -1, -1))  # pop() takes the next index
+            queue_ = list(range(len(pairs) - 1, -1, -1))  # pop() takes the next index
             busy: dict[Connection, _Worker] = {}
             idle = list(self._workers)
-            while queue or busy:
-                while queue and idle:
+            while queue_ or busy:
+                while queue_ and idle:
                     worker = idle.pop()
-                    key = queue.pop()
-                    reference, prediction = pairs[key]
+                    key = queue_.pop()
                     try:
-                        worker.conn.send((key, reference, prediction))
+                        worker.send(key, *pairs[key])
                     except (OSError, ValueError):
                         self.stats.crashes += 1
                         idle.append(self._replace(worker))
@@ -445,12 +697,12 @@ class Scorer:
                 for conn in ready:
                     worker = busy.pop(conn)  # type: ignore[arg-type]
                     try:
-                        key, verdict = conn.recv()  # type: ignore[union-attr]
-                        results[key] = bool(verdict)
+                        key, verdict = worker.receive()
+                        results[key] = verdict
                         self.stats.verified += 1
                         worker.task = None
                         idle.append(worker)
-                    except (EOFError, OSError):  # the worker died (e.g. out of memory)
+                    except (EOFError, OSError, ValueError):  # the worker died (out of memory)
                         self.stats.crashes += 1
                         idle.append(self._replace(worker))
                 now = time.monotonic()
@@ -467,18 +719,6 @@ class Scorer:
         fresh = self._spawn()
         self._workers[self._workers.index(worker)] = fresh
         return fresh
-
-
-def _string_verdict(predicted: str, reference: str) -> bool | None:
-    """Decide by strings when possible: True on a normalised match, False when too long to parse.
-
-    `None` means "ask math-verify".
-    """
-    if len(predicted) > MAX_ANSWER_CHARS or len(reference) > MAX_ANSWER_CHARS:
-        return predicted.strip() == reference.strip()
-    if normalize_answer(predicted) == normalize_answer(reference):
-        return True
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -502,8 +742,9 @@ def default_scorer() -> Scorer:
 def is_correct(completion: str, reference: str) -> bool:
     """Whether the completion's last complete box is equivalent to `reference`.
 
-    Exact after normalisation, else math-verify symbolic/numeric equivalence (gold first) in a
-    killable worker with a time and memory bound; no box, a timeout or a crash give False.
+    String rules first (`compare_locally`), else math-verify symbolic/numeric equivalence (gold
+    first) in a killable worker with a time and memory bound; no box, a timeout or a crash give
+    False. Works from a plain script (no `__main__` guard needed).
     """
     return default_scorer().score([completion], [reference])[0]
 

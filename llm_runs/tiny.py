@@ -146,10 +146,18 @@ def build_tiny_qwen3(
     return directory
 
 
-def check_model_dir(model_dir: str | Path) -> Path:
-    """Return `model_dir` as a `Path` after checking it holds a Hugging Face model.
+# Weight files that are pickles (loading one can run arbitrary code): never loaded.
+PICKLED_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
 
-    Raises `FileNotFoundError` naming the path and the fix when it does not.
+
+def check_model_dir(model_dir: str | Path) -> Path:
+    """Return `model_dir` as a `Path` after checking it holds a Hugging Face model with
+    safetensors weights.
+
+    Raises `FileNotFoundError` naming the path and the fix when it does not. A folder whose
+    weights are only pickles (`pytorch_model.bin`, `*.pt`, ...) is refused without reading them:
+    unpickling a crafted file runs code, whatever `torch.load`'s defaults of the installed torch.
+    Loaders then pass `use_safetensors=True` (transformers) or `load_format="safetensors"` (vLLM).
     """
     path = Path(model_dir)
     if not path.is_dir():
@@ -162,6 +170,16 @@ def check_model_dir(model_dir: str | Path) -> Path:
             f"model directory {str(path)!r} has no config.json: it is not a Hugging Face model "
             "directory (write one with `model.save_pretrained(dir)` and "
             "`tokenizer.save_pretrained(dir)`, or `llm_runs.tiny.build_tiny_qwen3(dir)`)"
+        )
+    if not any(path.glob("*.safetensors")):
+        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLED_WEIGHT_SUFFIXES)
+        found = f"only pickled weights ({', '.join(pickles)})" if pickles else "no weights"
+        raise FileNotFoundError(
+            f"model directory {str(path)!r} holds {found}: gmc-grpo loads safetensors only "
+            "(unpickling a crafted weight file runs code). Use a checkpoint published as "
+            "safetensors, or convert it once where you trust the file: "
+            "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir)` writes "
+            "model.safetensors"
         )
     return path
 

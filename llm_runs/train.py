@@ -55,7 +55,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig
-from gmc_grpo.records import METRIC_NAMES, RunWriter, read_jsonl
+from gmc_grpo.records import METRIC_NAMES, RunWriter, check_fresh_run_dir, read_jsonl
 from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.learner import (
@@ -535,6 +535,7 @@ class Trainer:
                     "start without --resume"
                 )
         else:
+            check_fresh_run_dir(self.out)  # a fresh run erases records: refuse
             if ckpt.list_checkpoints(self.out):
                 raise ValueError(
                     f"{self.out} already holds checkpoints of an earlier run: pass --resume to "
@@ -614,7 +615,9 @@ class Trainer:
             return base
         from llm_runs.arithmetic import supervised_warmup
 
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            base, dtype=torch.float32, use_safetensors=True
+        )
         tokenizer = AutoTokenizer.from_pretrained(base)
         losses = supervised_warmup(
             model.to(self.learner_device),
@@ -645,7 +648,9 @@ class Trainer:
         else:
             model_dir = self._initial_model_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.learner_dtype)
+        model = AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=self.learner_dtype, use_safetensors=True
+        )
         model.to(self.learner_device)
         model.config.use_cache = False
         if config.gradient_checkpointing:

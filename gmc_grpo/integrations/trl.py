@@ -485,7 +485,9 @@ class GMCGRPOTrainer(GRPOTrainer):
             gathered = self.accelerator.gather(value.detach().float().reshape(1).to(device))
             self._metrics[mode][name].append(gathered.mean().item())
         maskf = mask.float()
-        totals = torch.stack([(entropies.detach() * maskf).sum(), maskf.sum()])
+        zero = torch.zeros((), device=entropies.device)
+        entropy = torch.where(mask.bool(), entropies.detach().float(), zero)
+        totals = torch.stack([entropy.sum(), maskf.sum()])
         totals = self.accelerator.reduce(totals, reduction="sum")
         self._metrics[mode]["entropy"].append((totals[0] / totals[1].clamp(min=1.0)).item())
 

@@ -246,13 +246,17 @@ def loss_matrix(
         coefficients: `[bs, T]` `c_i(pi_old)` per token (the group step's `rollout_is_weights`).
     Returns:
         `(loss_mat [bs, T], drift [bs])` with `drift = log pi_theta(y_i) - log pi_old(y_i)`
-        (detached, clamped to +-DRIFT_CLAMP); `c_i(theta) = c_i(pi_old) exp(drift)`.
+        (detached, clamped to +-DRIFT_CLAMP); `c_i(theta) = c_i(pi_old) exp(drift)`. Padded
+        positions of `loss_mat` are exactly 0, whatever `log_prob` holds there.
     """
-    maskf = response_mask.to(log_prob.dtype)
-    drift = ((log_prob.detach() - old_log_prob.detach()) * maskf).sum(dim=-1)
-    drift = drift.float().clamp(-DRIFT_CLAMP, DRIFT_CLAMP)
+    valid = response_mask.bool()
+    zero = torch.zeros((), dtype=torch.float32, device=log_prob.device)
+    # torch.where, not a product with the mask: padding may hold -inf log-probs (0 * -inf = NaN)
+    step = torch.where(valid, (log_prob.detach() - old_log_prob.detach()).float(), zero)
+    drift = step.sum(dim=-1).clamp(-DRIFT_CLAMP, DRIFT_CLAMP)
     coef = coefficients.detach().float() * drift.exp().unsqueeze(-1)
-    return -(coef * advantages.detach().float() * log_prob.float()), drift
+    per_token = coef * advantages.detach().float() * log_prob.float()
+    return -torch.where(valid, per_token, zero), drift
 
 
 def gmc_policy_loss(

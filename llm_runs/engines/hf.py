@@ -104,7 +104,7 @@ class HFEngine:
 
         path = check_model_dir(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True)
         self._setup(model.to(device), tokenizer)
 
     @classmethod

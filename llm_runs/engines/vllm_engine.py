@@ -140,6 +140,7 @@ class VLLMEngine:
             ) from err
         self.max_model_len = max_model_len
         kwargs = dict(llm_kwargs)
+        kwargs.setdefault("load_format", "safetensors")  # never vLLM's pickle fallback
         if kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         self.llm = LLM(

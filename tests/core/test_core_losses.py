@@ -183,3 +183,47 @@ def test_config_and_input_errors_name_the_field():
         policy_loss(logprobs[:, :1], behavior[:, :1], adv[:, :1], mask[:, :1], PolicyLossConfig())
     with pytest.raises(ValueError, match="needs version_lag"):
         policy_loss(logprobs, behavior, adv, mask, PolicyLossConfig(method="a3po"))
+
+
+@pytest.mark.parametrize("method", ALL)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_minus_inf_at_padded_positions_changes_neither_loss_nor_gradient(method, dtype):
+    """An engine may report log pi = -inf for a pad token: the loss must stay the value and the
+    gradient of the same batch with finite padding (a product with the mask gives NaN)."""
+    logprobs, behavior, mask, adv, lag = _random_batch(7)
+    assert (~mask).any()
+    config = PolicyLossConfig(method=method, max_length=8)
+
+    def loss_and_grad(pad_logprob: float, pad_behavior: float):
+        lp = torch.where(mask, logprobs, pad_logprob).to(dtype).requires_grad_(True)
+        mu = torch.where(mask, behavior, pad_behavior).to(dtype)
+        loss, diagnostics = policy_loss(lp, mu, adv.to(dtype), mask, config, version_lag=lag)
+        (grad,) = torch.autograd.grad(loss, lp)
+        return loss.detach(), grad, diagnostics
+
+    clean_loss, clean_grad, clean_diag = loss_and_grad(0.0, 0.0)
+    for pads in ((-math.inf, 0.0), (-math.inf, -math.inf), (0.0, -math.inf)):
+        loss, grad, diagnostics = loss_and_grad(*pads)
+        assert torch.isfinite(loss) and torch.isfinite(grad).all()
+        assert torch.equal(loss, clean_loss) and torch.equal(grad, clean_grad)
+        assert grad[~mask].abs().max() == 0
+        for name, value in diagnostics.items():
+            assert torch.equal(value, clean_diag[name]), name
+
+
+def test_verl_loss_matrix_is_finite_with_minus_inf_padding():
+    from gmc_grpo.integrations.verl import loss_matrix
+
+    logprobs, behavior, mask, adv, _ = _random_batch(8)
+    lp, old, mask = logprobs.reshape(12, 6), behavior.reshape(12, 6), mask.reshape(12, 6)
+    token_adv = adv.reshape(12, 1).expand(12, 6)
+    coef = torch.rand(12, 1, dtype=torch.float64).expand(12, 6) * mask
+    clean = lp.clone().requires_grad_(True)
+    want, want_drift = loss_matrix(old, clean, token_adv, mask, coef)
+    padded = torch.where(mask, lp, -math.inf).requires_grad_(True)
+    got, drift = loss_matrix(torch.where(mask, old, -math.inf), padded, token_adv, mask, coef)
+    assert torch.isfinite(got).all() and torch.equal(drift, want_drift)
+    assert torch.equal(got, want.detach())
+    got.sum().backward()
+    want.sum().backward()
+    assert torch.equal(padded.grad, clean.grad)

@@ -1,12 +1,24 @@
-"""Run records: config with environment, append-only JSONL, atomic summary, resume truncation."""
+"""Run records: config with environment, append-only JSONL, atomic summary, resume truncation,
+non-finite values, the history of run segments and the record schema."""
 
 import json
 import math
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gmc_grpo.records import RunWriter, atomic_write_json, read_jsonl, read_run
+from gmc_grpo.records import (
+    RECORD_SCHEMA,
+    RecordSchemaError,
+    RecordsExistError,
+    RunWriter,
+    atomic_write_json,
+    read_json,
+    read_jsonl,
+    read_run,
+)
 
 
 @dataclass
@@ -27,7 +39,7 @@ def test_writer_round_trip(tmp_path):
     assert record.config["environment"]["gmc_grpo_version"]
     assert "torch" in record.config["environment"]["libraries"]
     assert [r["step"] for r in record.metrics] == [0, 1]
-    assert record.metrics[0]["ratio/log_max"] == "inf"  # JSON has no inf: stored as a string
+    assert record.metrics[0]["ratio/log_max"] == math.inf  # written as the token Infinity
     assert record.evals[0]["benchmark"] == "math500"
     assert record.summary == {"final_reward": 0.75}
 
@@ -80,3 +92,163 @@ def test_resume_after_a_torn_write_keeps_the_file_readable(tmp_path):
     with RunWriter(run, {}, resume=True) as writer:
         writer.log_metrics({"step": 1})
     assert [r["step"] for r in read_run(run).metrics] == [0, 1]
+
+
+# ---------------------------------------------------------------- non-finite values
+
+
+def test_a_summary_with_infinities_reads_back_as_numbers(tmp_path):
+    # A single-seed toy run has an infinite t-interval; its rerun formats the stored summary.
+    atomic_write_json(tmp_path / "summary.json", {"lo": -math.inf, "hi": math.inf, "m": 0.5})
+    summary = read_json(tmp_path / "summary.json")
+    assert f"[{summary['lo']:.4f}, {summary['hi']:.4f}]" == "[-inf, inf]"
+    assert '"hi": Infinity' in (tmp_path / "summary.json").read_text()
+
+
+def _same(a, b) -> bool:
+    """Equal values of equal types, NaN equal to NaN."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+_LEAVES = (
+    st.floats()  # NaN, +-inf, subnormals, +-1.8e308 included
+    | st.sampled_from([math.inf, -math.inf, math.nan, 1e308, -1e-308, 5e-324, -0.0])
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.booleans()
+    | st.none()
+    | st.text(max_size=8)
+    | st.sampled_from(["inf", "-inf", "nan", "NaN", "Infinity"])  # strings stay strings
+)
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_RECORDS = st.dictionaries(st.text(max_size=6).filter(lambda k: k != "step"), _VALUES, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(record=_RECORDS)
+def test_every_record_round_trips_any_value(tmp_path_factory, record):
+    run = tmp_path_factory.mktemp("run")
+    with RunWriter(run, record) as writer:
+        writer.log_metrics({"step": 0, **record})
+        writer.log_eval(record)
+        writer.write_summary(record)
+    back = read_run(run)
+    assert _same(back.config["config"], record)
+    assert _same(back.metrics, [{"step": 0, **record}])
+    assert _same(back.evals, [record])
+    assert _same(back.summary, record)
+    # a resume rewrites the JSONL files: the values survive that too
+    with RunWriter(run, record, resume=True):
+        pass
+    assert _same(read_run(run).metrics, [{"step": 0, **record}])
+
+
+# ---------------------------------------------------------------- history and schema
+
+
+def test_resume_keeps_the_history_of_run_segments(tmp_path, monkeypatch):
+    import gmc_grpo.records as records
+
+    run = tmp_path / "run"
+    env = {"gmc_grpo_version": "0.1.0", "git_commit": "aaa", "python": "3.11", "platform": "x"}
+    monkeypatch.setattr(records, "environment_info", lambda: dict(env, libraries={}))
+    with RunWriter.fresh(run, {"lr": 1e-6, "steps": 10}) as writer:
+        writer.log_metrics({"step": 0})
+    env.update(gmc_grpo_version="0.2.0", git_commit="bbb")
+    with RunWriter.resume(run, {"lr": 1e-6, "steps": 20}, keep_steps_below=1) as writer:
+        writer.log_metrics({"step": 1})
+    config = read_json(run / "config.json")
+    assert config["schema_version"] == RECORD_SCHEMA == 2
+    first, second = config["history"]
+    assert (first["gmc_grpo_version"], first["git_commit"], first["mode"]) == (
+        "0.1.0",
+        "aaa",
+        "fresh",
+    )
+    assert (second["gmc_grpo_version"], second["git_commit"]) == ("0.2.0", "bbb")
+    assert second["mode"] == "resume" and second["keep_steps_below"] == 1
+    assert second["config_changed"] == ["steps"]
+    assert first["started"] <= second["started"] and first["started"].endswith("+00:00")
+    assert config["environment"]["gmc_grpo_version"] == "0.2.0"  # the current segment
+    assert [r["step"] for r in read_run(run).metrics] == [0, 1]
+
+
+def _write_schema_1_run(run):
+    """A run folder as gmc-grpo wrote it before the record schema (infinities as strings)."""
+    run.mkdir()
+    env = {"gmc_grpo_version": "0.0.9", "git_commit": "old", "libraries": {"torch": "2.4"}}
+    (run / "config.json").write_text(json.dumps({"config": {"eps": "inf"}, "environment": env}))
+    (run / "metrics.jsonl").write_text('{"step": 0, "ratio/log_max": "inf", "x": "-inf"}\n')
+    (run / "summary.json").write_text(json.dumps({"hi": "inf", "lo": "-inf", "n": "nan"}))
+
+
+def test_schema_1_records_are_read_and_upgraded_on_resume(tmp_path):
+    run = tmp_path / "old"
+    _write_schema_1_run(run)
+    record = read_run(run)
+    assert record.config["config"]["eps"] == math.inf
+    assert record.metrics[0]["ratio/log_max"] == math.inf and record.metrics[0]["x"] == -math.inf
+    assert record.summary["hi"] == math.inf and math.isnan(record.summary["n"])
+    with RunWriter.resume(run, {"eps": math.inf}) as writer:
+        writer.log_metrics({"step": 1, "ratio/log_max": math.inf})
+    assert [r["ratio/log_max"] for r in read_jsonl(run / "metrics.jsonl")] == [math.inf] * 2
+    config = read_json(run / "config.json")
+    old, new = config["history"]
+    assert (old["gmc_grpo_version"], old["git_commit"], old["started"]) == ("0.0.9", "old", None)
+    assert new["mode"] == "resume" and new["config_changed"] == []
+
+
+def test_a_newer_record_schema_is_refused_with_what_differs(tmp_path):
+    run = tmp_path / "future"
+    run.mkdir()
+    newer = {
+        "schema_version": RECORD_SCHEMA + 1,
+        "config": {},
+        "environment": {"gmc_grpo_version": "9.0"},
+    }
+    (run / "config.json").write_text(json.dumps(newer))
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')
+    for attempt in (lambda: RunWriter.resume(run, {}), lambda: read_run(run)):
+        with pytest.raises(RecordSchemaError, match="schema 3.*gmc-grpo 9.0.*schemas 1-2.*history"):
+            attempt()
+    assert (run / "metrics.jsonl").read_text() == '{"step": 0}\n'  # nothing was touched
+    (run / "config.json").write_text(json.dumps({"schema_version": "two", "config": {}}))
+    with pytest.raises(RecordSchemaError, match="schema_version 'two'"):
+        RunWriter.resume(run, {})
+
+
+def test_a_fresh_run_refuses_a_folder_with_records(tmp_path):
+    run = tmp_path / "run"
+    with RunWriter.fresh(run, {"a": 1}) as writer:
+        writer.log_metrics({"step": 0})
+        writer.log_eval({"step": 0, "benchmark": "math500"})
+    with pytest.raises(
+        RecordsExistError,
+        match=r"metrics.jsonl: 1 rows, evals.jsonl: 1 rows.*--resume.*another folder",
+    ):
+        RunWriter.fresh(run, {"a": 1})
+    assert len(read_jsonl(run / "metrics.jsonl")) == 1  # nothing erased
+    with RunWriter.fresh(run, {"a": 2}, overwrite=True):
+        pass
+    assert read_run(run).metrics == [] and read_run(run).config["config"] == {"a": 2}
+    with RunWriter.fresh(run, {"a": 3}):  # empty record files are no records
+        pass
+    (tmp_path / "done").mkdir()
+    (tmp_path / "done" / "summary.json").write_text("{}")
+    with pytest.raises(RecordsExistError, match="summary.json"):
+        RunWriter.fresh(tmp_path / "done", {})
+    with pytest.raises(FileNotFoundError, match="no run to resume"):
+        RunWriter.resume(tmp_path / "nothing", {})

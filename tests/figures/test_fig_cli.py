@@ -78,3 +78,47 @@ def test_reproduce_figures_stage_reads_sibling_stages(root: Path, tmp_path: Path
     assert "figure2" in out["written"] and "figure6" in out["skipped"]
     assert "(figures/figure2.png)" in out["markdown"]
     assert out["headline"].startswith(f"{len(out['written'])} figures/tables made")
+
+
+def _damage_lines(path: Path, line: int, text: str) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    lines[line - 1] = text + "\n"
+    path.write_text("".join(lines))
+
+
+def test_damaged_runs_are_reported_and_skipped(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "runs"
+    write_train_run(root, "good", method="gmc", delay=0, steps=12, eval_every=4)
+    bad_metrics = write_train_run(root, "bad-metrics", method="tic", delay=0, steps=12)
+    _damage_lines(bad_metrics / "metrics.jsonl", 5, '{"step": 4, "reward/mean": 0.')
+    bad_config = write_train_run(root, "bad-config", method="tic", delay=64, steps=12)
+    (bad_config / "config.json").write_text('{"config": {"method": "tic",\n  "delay": ')
+    bad_summary = write_train_run(root, "bad-summary", method="gmc", delay=64, steps=12)
+    (bad_summary / "summary.json").write_bytes(b"\xff\xfe garbage")
+
+    result = write_all([root], tmp_path / "out", only=["figure2", "table3"])
+    assert set(result.written) == {"figure2", "table3"}  # the good run is drawn
+    assert len(result.damaged) == 3
+    by_name = {Path(line.split(":")[0]).parent.name: line for line in result.damaged}
+    assert "bad-metrics/metrics.jsonl: line 5: not valid JSON (" in by_name["bad-metrics"]
+    assert by_name["bad-config"].endswith("config.json: line 2: not valid JSON (Expecting value)")
+    assert by_name["bad-summary"].endswith("summary.json: not UTF-8 text")
+    index = (tmp_path / "out" / "INDEX.md").read_text()
+    assert "## Damaged runs (skipped)" in index and "metrics.jsonl: line 5" in index
+    assert "good: llm_train" in index and "bad-metrics: llm_train" not in index
+
+    assert main([str(root), "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "good: llm_train method=gmc" in listed
+    assert "damaged, skipped:" in listed and "metrics.jsonl: line 5: not valid JSON" in listed
+    assert main([str(root), "--out", str(tmp_path / "cli"), "--only", "figure2"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("skipped damaged run:") == 3 and "wrote figure2" in printed
+
+    from figures.discover import discover
+
+    with pytest.warns(UserWarning) as caught:
+        runs = discover([root])
+    assert [r.name for r in runs] == ["good"]
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 3 and all(m.startswith("skipped a damaged run: ") for m in messages)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 import subprocess
 import sys
@@ -231,6 +232,36 @@ def test_loss_gradient_equals_core_estimator(trained, method, index):
     if method == "gmc":  # the check is not vacuous: some group is capped on this batch
         s = trajectory_log_ratio(logp.detach().reshape(shape), behavior, mask)
         assert group_diagnostics("gmc", s, 0.28)["capped"].any()
+
+
+def test_logged_policy_loss_is_finite_with_minus_inf_at_padding(trained, monkeypatch):
+    """TRL's padded completion positions may hold -inf log-probs: the loss and the logged
+    `policy_loss` keep the values of the same batch with finite padding."""
+    trainer = trained
+    trainer.gmc_config = gmc_trl.GMCTRLConfig(loss=PolicyLossConfig(method="gmc", eps=0.28))
+    trainer.model.load_state_dict(trained.states[1])
+    trainer.model.train()
+    batch = trained.recorded[1]
+    padding = batch["completion_mask"] == 0
+    assert padding.any()
+    original = type(trainer)._get_per_token_logps_and_entropies
+
+    def logged(pad_with_minus_inf: bool) -> tuple[float, float]:
+        def patched(self, *args, **kwargs):
+            logps, entropies, *rest = original(self, *args, **kwargs)
+            if pad_with_minus_inf:
+                logps = logps.masked_fill(padding, float("-inf"))
+            return (logps, entropies, *rest)
+
+        monkeypatch.setattr(type(trainer), "_get_per_token_logps_and_entropies", patched)
+        with torch.no_grad():
+            loss = trainer._compute_loss(trainer.model, batch)
+        return float(loss), trainer._metrics["train"]["policy_loss"][-1]
+
+    clean_loss, clean_logged = logged(False)
+    loss, value = logged(True)
+    assert math.isfinite(loss) and math.isfinite(value)
+    assert (loss, value) == (clean_loss, clean_logged)
 
 
 class StaleEngine:

@@ -6,6 +6,12 @@ tests assert verdicts and side effects, not wall-clock times (the pytest run bou
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +23,13 @@ pytest.importorskip("math_verify")
 from llm_runs.scoring import (  # noqa: E402
     MAX_ANSWER_CHARS,
     Scorer,
+    compare_locally,
     extract_last_boxed,
     is_correct,
     normalize_answer,
     score_batch,
+    split_choice,
+    split_unit,
 )
 
 # ---------------------------------------------------------------- extraction
@@ -79,20 +88,80 @@ def test_extract_never_raises_and_returns_balanced_content(text: str) -> None:
         ("\\dfrac{1}{2}", "\\frac{1}{2}"),
         ("1,000", "1000"),
         ("1{,}000", "1000"),
+        ("10,\\!000", "10000"),
+        ("10\\,000", "10000"),
+        ("-1,234.5", "-1234.5"),
+        ("1, 234", "1, 234"),  # two numbers, not one with a thousands separator
+        ("1,2", "1, 2"),
+        ("1 2", "1 2"),  # the space between two digits stays
         ("\\$5.00", "5.00"),
         ("30^\\circ", "30"),
-        ("50\\%", "50"),
+        ("30^{\\circ}, 60^\\circ", "30, 60"),
+        ("\\cos 60^\\circ", "\\cos 60^\\circ"),  # removing it would change the value
+        ("50\\%", "50\\%"),  # left to math-verify (50% = 0.5)
         ("\\text{(C)}", "C"),
-        ("(b)", "B"),
-        ("5 \\text{ cm}", "5"),
-        ("12 inches", "12"),
-        ("\\left( 1, 2 \\right]", "(1,2]"),
+        ("\\textbf{(C)}", "C"),
+        ("(b)", "(b)"),  # lower case is a variable, not a choice
+        ("5 \\text{ cm}", "5 cm"),  # units depend on the other answer: compare_locally
+        ("\\left( 1, 2 \\right]", "(1, 2]"),
+        ("\\left.\\frac{1}{2}\\right|", "\\frac{1}{2}|"),
+        ("\\leftarrow", "\\leftarrow"),
+        ("A \\rightarrow B", "A\\rightarrow B"),
         ("7.", "7"),
+        ("1, 2, 3, ...", "1, 2, 3, ..."),
+        ("\\varnothing", "\\emptyset"),
+        ("6.5e-27", "6.5\\times 10^{-27}"),
+        ("\\text{Monday}", "Monday"),
+        ("\\pi r^2", "\\pi r^2"),
     ],
 )
 def test_normalize_answer(raw: str, expected: str) -> None:
     assert normalize_answer(raw) == expected
     assert normalize_answer(normalize_answer(raw)) == normalize_answer(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789.,{}()[]^_ \\$%~!-+/ABCcmsexltfrigh", max_size=40))
+def test_normalize_answer_is_idempotent_and_never_raises(raw: str) -> None:
+    once = normalize_answer(raw)
+    assert normalize_answer(once) == once
+    compare_locally(raw, once)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "reference", "expected"),
+    [
+        ("C", "\\text{(C)}", True),
+        ("\\textbf{(C) }12", "C", True),
+        ("\\textbf{(D) }12", "C", False),
+        ("(B) 27", "27", True),  # the value of a lettered answer against a plain reference
+        ("(B) 28", "27", False),
+        ("5 \\text{ m}", "5 \\text{ cm}", False),  # two different units
+        ("12 \\text{ seconds}", "12 \\mathrm{~s}", True),  # one unit, two spellings
+        ("2 m", "2 \\mathrm{~m}", True),  # a bare unit word that the reference names
+        ("5 \\text{ cm}", "5", True),
+        ("1011_3", "1011_2", False),  # the base is a unit too
+        ("6.5e-26", "6.5 \\times 10^{-27}", False),  # exact, not rounded to 6 places
+        ("0.00083", "8.3 \\times 10^{-4}", True),
+        ("1, 2", "12", ("12", "1, 2")),  # left to math-verify, never merged
+        ("2", "2m", ("2m", "2")),  # `m` may be a variable: not a unit
+    ],
+)
+def test_compare_locally(prediction: str, reference: str, expected: object) -> None:
+    assert compare_locally(prediction, reference) == expected
+
+
+def test_split_unit_and_choice() -> None:
+    assert split_unit("3 \\times 10^{8} \\mathrm{~m} / \\mathrm{s}") == (
+        "3 \\times 10^{8}",
+        "m / s",
+    )
+    assert split_unit("4 square units") == ("4", "square unit")
+    assert split_unit("x \\text{ cm}") == ("x \\text{ cm}", None)  # no number: not a unit
+    assert split_unit("x_1") == ("x_1", None)
+    assert split_choice("\\text{(E)}") == ("E", "")
+    assert split_choice("(A) \\frac{1}{2}") == ("A", "\\frac{1}{2}")
+    assert split_choice("(F)") == (None, "(F)")
 
 
 # ---------------------------------------------------------------- the tricky-case table
@@ -247,3 +316,110 @@ def test_workers_run_under_the_memory_limit() -> None:
             pytest.skip("no /proc on this platform")
         line = next(x for x in limits.read_text().splitlines() if x.startswith("Max address space"))
         assert line.split()[3] == str(400 * 1024 * 1024)
+
+
+# ---------------------------------------------------------------- the labelled answer pairs
+
+PAIRS_FILE = Path(__file__).parent / "data" / "answer_pairs.jsonl"
+PAIRS = [json.loads(line) for line in PAIRS_FILE.read_text().splitlines() if line.strip()]
+LABELLED = [p for p in PAIRS if "known_limitation" not in p]
+LIMITATIONS = [p for p in PAIRS if "known_limitation" in p]
+
+
+def _completion(prediction: str) -> str:
+    return f"So the answer is $\\boxed{{{prediction}}}$."
+
+
+def _math_verify_alone(reference: str, prediction: str) -> bool:
+    """math-verify as a user calls it: default parse of the boxed gold and the completion."""
+    from math_verify import parse, verify
+
+    gold = parse(f"\\boxed{{{reference}}}")
+    return bool(gold) and bool(verify(gold, parse(_completion(prediction))))
+
+
+def test_labelled_answer_pairs_agree_with_the_labels(scorer: Scorer) -> None:
+    styles = {p["style"] for p in LABELLED}
+    assert len(LABELLED) >= 200 and {"MATH", "OlympiadBench", "AMC", "Minerva"} <= styles
+    ours = scorer.score(
+        [_completion(p["prediction"]) for p in LABELLED], [p["reference"] for p in LABELLED]
+    )
+    alone = [_math_verify_alone(p["reference"], p["prediction"]) for p in LABELLED]
+    ours_wrong = [p for p, v in zip(LABELLED, ours, strict=True) if v is not p["correct"]]
+    alone_wrong = [p for p, v in zip(LABELLED, alone, strict=True) if v is not p["correct"]]
+    print(
+        f"\nagreement with the labels on {len(LABELLED)} pairs: is_correct "
+        f"{len(LABELLED) - len(ours_wrong)}, math-verify alone {len(LABELLED) - len(alone_wrong)}"
+    )
+    assert not ours_wrong, f"is_correct disagrees with the labels on {ours_wrong}"
+    unexplained = [p for p in alone_wrong if "math_verify_wrong_because" not in p]
+    assert not unexplained, f"math-verify alone is wrong on pairs without a reason: {unexplained}"
+
+
+def test_known_limitations_are_still_wrong(scorer: Scorer) -> None:
+    # When one of these starts to agree with its label, move it into the labelled set.
+    ours = scorer.score(
+        [_completion(p["prediction"]) for p in LIMITATIONS], [p["reference"] for p in LIMITATIONS]
+    )
+    assert LIMITATIONS and all(
+        v is not p["correct"] for p, v in zip(LIMITATIONS, ours, strict=True)
+    )
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+def test_is_correct_from_a_plain_script_without_a_main_guard(tmp_path: Path) -> None:
+    script = tmp_path / "score.py"
+    script.write_text(
+        "from llm_runs.scoring import is_correct\n"
+        "print(is_correct('so \\\\boxed{0.5}', '\\\\frac{1}{2}'))\n"
+        "print(is_correct('so \\\\boxed{0.6}', '\\\\frac{1}{2}'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False"]
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
+    # The parent scores a power tower (the worker spins in C code) with a 10-minute timeout and
+    # is SIGKILLed mid-comparison: no worker may outlive it.
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys\n"
+        "from llm_runs.scoring import Scorer\n"
+        "if __name__ == '__main__':\n"
+        "    scorer = Scorer(num_workers=2, timeout_s=600)\n"
+        "    scorer._ensure_workers(2)\n"
+        "    print(*scorer.worker_pids(), flush=True)\n"
+        "    scorer.score(['\\\\boxed{9^{9^{9^{9}}}}', '\\\\boxed{0.5}'], ['1', '\\\\frac12'])\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        time.sleep(1.0)  # let the busy worker get stuck in the power tower
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 60
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    survivors = [p for p in pids if _alive(p)]
+    for pid in survivors:  # do not leave them spinning on the test machine
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, f"workers {survivors} outlived their killed parent"
