@@ -49,12 +49,6 @@ def trajectory_log_ratio(logprobs: Tensor, behavior_logprobs: Tensor, mask: Tens
     return token_log_ratio(logprobs, behavior_logprobs, mask).sum(dim=-1)
 
 
-def sequence_logprob(logprobs: Tensor, mask: Tensor) -> Tensor:
-    """`log pi(y_i | x) = sum_t log pi(y_{i,t} | ...)` over response tokens: `[..., T] -> [...]`."""
-    lp = _as_float(logprobs)
-    return torch.where(mask.bool(), lp, torch.zeros_like(lp)).sum(dim=-1)
-
-
 def log_group_mean_ratio(log_ratio: Tensor) -> Tensor:
     """`log rho_bar = logsumexp(s) - log G` over the last (group) dim: `[B, G] -> [B]`."""
     group_size = log_ratio.shape[-1]

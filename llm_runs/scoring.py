@@ -414,10 +414,6 @@ class Scorer:
                     verdicts[index] = verdict
         return verdicts
 
-    def verify_answers(self, pairs: Sequence[tuple[str, str]]) -> list[bool]:
-        """Symbolic equivalence of extracted `(reference, prediction)` pairs, in the pool."""
-        return self._verify_many(list(pairs))
-
     def _verify_many(self, pairs: list[tuple[str, str]]) -> list[bool]:
         with self._lock:
             self._ensure_workers(min(self.num_workers, len(pairs)))
