@@ -21,3 +21,8 @@ GAC_LOW = 0.05
 GAC_HIGH = 0.30
 # A-3PO masks tokens whose proximal-to-behavior ratio exceeds 5 (AReaL's default).
 A3PO_MASK_THRESHOLD = 5.0
+
+# Seed mixing, not a hyperparameter: a run seed is multiplied by this prime before a stream's
+# offset (an epoch, a launch, a grid cell) is added, so two (seed, offset) pairs give the same
+# generator seed only if an offset reaches 1,000,003, far more than any run draws.
+SEED_STRIDE = 1_000_003

@@ -39,6 +39,7 @@ from gmc_grpo.estimators import (
     log_coefficients,
     normaliser,
     token_clip_active,
+    token_gradient_weights,
 )
 from gmc_grpo.logratio import effective_sample_size, token_log_ratio
 
@@ -66,6 +67,11 @@ class PolicyLossConfig:
     coefficient_rule: CoefficientRule | None = None
     """a user's trajectory weighting `(s, eps) -> log c` (a registered method's, see
     `gmc_grpo.methods`); the loss is then the trajectory surrogate with these coefficients"""
+
+    @property
+    def trajectory_level(self) -> bool:
+        """The surrogate weights whole trajectories (`c_i`), the weighted class of eq. 4-5."""
+        return self.method in TRAJECTORY_METHODS or self.coefficient_rule is not None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS and self.coefficient_rule is None:
@@ -147,7 +153,7 @@ def policy_loss(
     log_ratio = delta.detach().sum(dim=-1)  # s_i, [B, G]
     diagnostics = _ratio_diagnostics(log_ratio)
 
-    if method in TRAJECTORY_METHODS or config.coefficient_rule is not None:
+    if config.trajectory_level:
         constants = {"truncation": config.truncation, "rule": config.coefficient_rule}
         log_c = log_coefficients(method, log_ratio, config.eps, **constants)
         weight = (log_c.exp() * adv).unsqueeze(-1)  # [B, G, 1], detached
@@ -203,4 +209,74 @@ def _ratio_diagnostics(log_ratio: Tensor) -> dict[str, Tensor]:
         "ratio/log_mean": log_ratio.mean().float(),
         "ratio/ess": effective_sample_size(log_ratio).float(),
         "ratio/kl_estimate": kl_terms.mean().float(),
+    }
+
+
+def gradient_weights(
+    config: PolicyLossConfig,
+    logprobs: Tensor,
+    behavior_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    version_lag: Tensor | None = None,
+) -> Tensor:
+    """The loss's estimator as per-token weights `psi` (`estimators.token_gradient_weights` with
+    the constants of `config`): `g = sum psi grad log pi`, the negative gradient of the loss.
+
+    Shapes as in `token_gradient_weights` (`[..., B, G, T]`, advantages `[..., B, G]`).
+    """
+    return token_gradient_weights(
+        config.method,
+        logprobs,
+        behavior_logprobs,
+        advantages,
+        mask,
+        eps=config.eps,
+        truncation=config.truncation,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        version_lag=version_lag,
+        a3po_mask_threshold=config.a3po_mask_threshold,
+        aggregation=config.aggregation,
+        max_length=config.max_length,
+        coefficient_rule=config.coefficient_rule,
+    )
+
+
+def minibatch_diagnostics(
+    config: PolicyLossConfig, log_ratio: Tensor, psi: Tensor, advantages: Tensor, mask: Tensor
+) -> dict[str, Tensor]:
+    """Per-minibatch diagnostics of `M` minibatches of the loss's estimator, all `[M]` float64.
+
+    Args:
+        log_ratio: `[M, B, G]` trajectory log-ratios; psi, mask: `[M, B, G, T]` (`psi` from
+            `gradient_weights`); advantages: `[M, B, G]`.
+    Returns:
+        `removed_mass` (mean over groups of `(1/G) sum (1 - w_i) rho_i`) and `capped_frac`
+        (fraction of groups for GMC, of trajectories otherwise, with `w < 1`) for the
+        trajectory-level losses, NaN for the token-level ones; `clipped_token_frac` (fraction of
+        response tokens with `A != 0` whose gradient the token clip or A-3PO's mask removed,
+        i.e. `psi = 0`) for the token-level losses, NaN for the trajectory-level ones.
+    """
+    nan = torch.full((log_ratio.shape[0],), math.nan, dtype=torch.float64)
+    if not config.trajectory_level:
+        relevant = mask.bool() & (advantages != 0).unsqueeze(-1)
+        zeroed = relevant & (psi == 0)
+        clipped = (
+            zeroed.flatten(1).sum(1).double() / relevant.flatten(1).sum(1).clamp(min=1).double()
+        )
+        return {"removed_mass": nan, "capped_frac": nan, "clipped_token_frac": clipped}
+    diag = group_diagnostics(
+        config.method,
+        log_ratio,
+        config.eps,
+        truncation=config.truncation,
+        rule=config.coefficient_rule,
+    )
+    capped = capped_units(config.method, diag["capped"])
+    return {
+        "removed_mass": diag["removed_mass"].mean(dim=-1),
+        "capped_frac": capped.double().flatten(1).mean(dim=1),
+        "clipped_token_frac": nan,
     }

@@ -38,6 +38,9 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
+# The schedule names every config accepts (`schedule = ...`), one place for both learners.
+SCHEDULE_NAMES: tuple[str, ...] = ("fixed_delay", "length_coupled")
+
 
 @dataclass
 class ScheduledBatch(Generic[T]):

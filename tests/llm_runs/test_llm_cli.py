@@ -75,7 +75,7 @@ def test_config_file_and_flags_merge(tmp_path) -> None:
 
 
 def test_top_level_cli_routes_to_llm(capsys: pytest.CaptureFixture[str]) -> None:
-    from gmc_grpo.cli import main as top_main
+    from pipeline.cli import main as top_main
 
     assert top_main(["llm", "--help"]) == 0
     assert "eval" in capsys.readouterr().out
