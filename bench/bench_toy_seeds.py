@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from toy_mdps.learner import AsyncLearner, TrainConfig
 
 MDPS = {

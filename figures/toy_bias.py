@@ -38,8 +38,6 @@ def load_results(path: str | Path) -> Rows:
     return read_jsonl(path)
 
 
-
-
 def _eps_match(row: dict[str, Any], eps: float | None) -> bool:
     if row.get("eps") is None:
         return True  # methods without eps appear once per cell

@@ -26,7 +26,10 @@ RENAMED_FIELDS: dict[str, str] = {
     "beta2": "betas (a pair)",
 }
 # field -> {old value -> the value that replaced it}
-RENAMED_VALUES: dict[str, dict[str, str]] = {"schedule": {"fixed": "fixed_delay"}}
+RENAMED_VALUES: dict[str, dict[Any, str]] = {
+    "schedule": {"fixed": "fixed_delay"},
+    "advantage": {None: "paper"},  # the LLM config's old spelling of "the method's own"
+}
 
 
 def config_error(config: Any, name: str, why: str) -> ValueError:
@@ -40,7 +43,7 @@ def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
     if value in choices:
         return
     renamed = RENAMED_VALUES.get(name, {}).get(value)
-    hint = f" ('{value}' was renamed '{renamed}')" if renamed else ""
+    hint = f" ({value!r} was renamed {renamed!r})" if renamed else ""
     raise config_error(config, name, f"must be one of {tuple(choices)}{hint}")
 
 

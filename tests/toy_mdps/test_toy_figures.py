@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_mdps.analysis import group_size_slopes
+from toy_mdps.config import SweepConfig
 
 from figures.style import METHOD_COLORS, method_color
 from figures.toy_bias import (
@@ -16,8 +18,6 @@ from figures.toy_bias import (
     plot_second_moment_vs_staleness,
     write_toy_figures,
 )
-from toy_mdps.analysis import group_size_slopes
-from toy_mdps.config import SweepConfig
 from toy_mdps.sweep import run_sweep
 
 torch.set_num_threads(1)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_mdps.analysis import fit_log_log_slope
+from toy_mdps.config import CONFIG_DIR, SweepConfig
 
 from gmc_grpo.records import read_json, read_jsonl
-from toy_mdps.analysis import fit_log_log_slope
 from toy_mdps.cli import COMMANDS, main
-from toy_mdps.config import CONFIG_DIR, SweepConfig
 from toy_mdps.sweep import TABLE_COLUMNS, grid_points, row_key, run_sweep
 
 torch.set_num_threads(1)

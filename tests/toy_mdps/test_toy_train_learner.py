@@ -6,10 +6,6 @@ import math
 
 import pytest
 import torch
-
-from gmc_grpo import hooks
-from toy_mdps.behavior import reference_trajectory
-from toy_mdps.exact import exact_gradient, exact_objective, exact_token_entropy
 from toy_mdps.learner import (
     TRAIN_METHODS,
     AsyncLearner,
@@ -18,6 +14,10 @@ from toy_mdps.learner import (
     lr_at,
     trajectory_score_norm_sq,
 )
+
+from gmc_grpo import hooks
+from toy_mdps.behavior import reference_trajectory
+from toy_mdps.exact import exact_gradient, exact_objective, exact_token_entropy
 from toy_mdps.policies import make_policy
 from toy_mdps.statistics import squared_bias
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from toy_mdps.learner import CONFIG_DIR, TrainConfig
+from toy_mdps.train_analysis import eps_star_fit, verdict
 
 from gmc_grpo.records import METRIC_NAMES, read_json, read_jsonl
 from toy_mdps import train_cli
-from toy_mdps.learner import CONFIG_DIR, TrainConfig
 from toy_mdps.train import (
     QUICK_EXPERIMENTS,
     ExperimentConfig,
@@ -20,7 +21,6 @@ from toy_mdps.train import (
     t_interval,
     train,
 )
-from toy_mdps.train_analysis import eps_star_fit, verdict
 
 torch.set_num_threads(1)
 
