@@ -14,14 +14,13 @@ from gmc_grpo import advantages as advantage_lib  # noqa: E402
 from gmc_grpo.estimators import token_gradient_weights  # noqa: E402
 from gmc_grpo.hooks import vcpo_baseline_advantages  # noqa: E402
 from gmc_grpo.losses import PolicyLossConfig  # noqa: E402
+from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for  # noqa: E402
 from llm_runs.learner import (  # noqa: E402
-    CosineWithWarmup,
     Learner,
     LearnerSettings,
     TrajectoryBatch,
     batch_logprobs,
     chunked_token_logprobs,
-    warmup_steps_for,
 )
 from llm_runs.tiny import build_tiny_qwen3, sequence_logprobs  # noqa: E402
 
@@ -170,7 +169,7 @@ def test_vcpo_gradient_with_its_baseline_equals_hand_formula(model_dir):
     truncated-IS gradient; everything recomputed by hand from per-token scores."""
     model = load_model(model_dir)
     batch = make_batch(model, groups=1, group_size=2, seed=5)
-    learner = make_learner(model, "vcpo", "vcpo", 1, "std")
+    learner = make_learner(model, "vcpo", "vcpo", 1, "paper")  # "paper": its own baseline
     learner.gradient(batch, 0)
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)

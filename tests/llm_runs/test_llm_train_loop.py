@@ -14,8 +14,10 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
+from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
-from llm_runs.train import TrainConfig, Trainer, load_recipe, train  # noqa: E402
+from llm_runs.recipes import load_recipe  # noqa: E402
+from llm_runs.train import Trainer, train  # noqa: E402
 
 TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
 
@@ -158,12 +160,12 @@ def test_missing_model_directory(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"group_size": 1}, "group_size must be >= 2"),
+        ({"group_size": 1}, "group_size=1: must be >= 2"),
         ({"rollout_prompts": 6, "inner_steps": 4}, "not divisible into inner_steps=4"),
         ({"groups_per_micro": 3}, "groups_per_micro=3"),
-        ({"method": "ppo"}, "method must be one of"),
+        ({"method": "ppo"}, "method='ppo': must be a registered method"),
         ({"total_steps": 5, "inner_steps": 2, "rollout_prompts": 4}, "multiple of inner_steps"),
-        ({"schedule": "length_coupled", "delay": 4}, "delay must be 0"),
+        ({"schedule": "length_coupled", "delay": 4}, "delay=4: must be 0"),
         ({"sft_steps": 5, "task": "math", "reward": "math_verify"}, "sft_steps"),
     ],
 )
@@ -222,7 +224,7 @@ def test_cli_train_is_registered_and_rejects_bad_input(tmp_path, capsys):
 
 
 def test_every_shipped_recipe_builds_a_valid_config():
-    from llm_runs.train import CONFIG_DIR, config_from_values
+    from llm_runs.recipes import CONFIG_DIR, config_from_values
 
     names = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
     assert {"tiny", "fixed_delay_qwen3_1p7b", "simulated_async", "group_size"} <= set(names)

@@ -12,7 +12,8 @@ from safetensors.torch import load_file  # noqa: E402
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
-from llm_runs.train import TrainConfig, Trainer, train  # noqa: E402
+from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.train import Trainer, train  # noqa: E402
 
 
 class Killed(Exception):
