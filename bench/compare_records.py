@@ -177,9 +177,10 @@ class Renames:
         return value
 
     def path(self, text: str) -> str:
-        """Point names and paths that spell `key=value` with a renamed key."""
+        """Point names and paths that spell `key=value` with a renamed key (a grid point's name
+        joins them with `_`: `num_steps=50_learning_rate=20_delay=4`)."""
         for old, new in self.keys.items():
-            text = re.sub(rf"(?<![A-Za-z_]){re.escape(old)}=", f"{new}=", text)
+            text = re.sub(rf"(^|[/_]){re.escape(old)}=", rf"\g<1>{new}=", text)
         return text
 
 

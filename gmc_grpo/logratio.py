@@ -1,6 +1,6 @@
 """Per-token and trajectory log-ratios between the current policy and the behavior policy.
 
-Notation (ALGORITHMS.md): `delta_{i,t} = log pi_theta(y_{i,t}|...) - log mu(y_{i,t}|...)`,
+Notation (`docs/METHODS.md`): `delta_{i,t} = log pi_theta(y_{i,t}|...) - log mu(y_{i,t}|...)`,
 `s_i = sum_t delta_{i,t}` over response tokens, `rho_i = exp(s_i)` (eq. 3 of the paper).
 Everything is computed in float32 (or float64 if given) even for bf16 inputs: a bf16 sum of
 thousands of token log-ratios would lose the few nats that decide whether a group is capped.

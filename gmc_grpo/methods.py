@@ -67,9 +67,14 @@ TRAJECTORY_LOSSES: tuple[str, ...] = ("is", "tic", "gmc", "vcpo")
 # ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class MethodSettings:
-    """The methods' constants, under the names every config uses (toy and LLM alike)."""
+    """The methods' constants, under the names every config uses (toy and LLM alike).
+
+    The training configs inherit these fields (`toy_mdps.train.config.TrainConfig`,
+    `llm_runs.config.TrainConfig`), so each is declared and documented once; the hooks receive
+    a `MethodSettings` (`MethodSettings.of(config)`).
+    """
 
     eps: float = PAPER_CAP_EPS
     """cap `1 + eps` of TIC and GMC (0.28, Appendix B.1)"""
@@ -93,7 +98,8 @@ class MethodSettings:
 
     @classmethod
     def of(cls, config: Any, **overrides: float) -> MethodSettings:
-        """The settings a config holds (fields of the same name; the others keep defaults)."""
+        """A standalone copy of the settings a config holds (fields of the same name; the others
+        keep their defaults), with `overrides` applied."""
         values = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}
         return cls(**{**values, **overrides})
 

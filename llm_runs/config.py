@@ -12,15 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error
-from gmc_grpo.defaults import (
-    A3PO_MASK_THRESHOLD,
-    GAC_HIGH,
-    GAC_LOW,
-    PAPER_CAP_EPS,
-    TOKEN_CLIP,
-    VCPO_RHO_REF,
-    VCPO_TRUNCATION,
-)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -44,8 +35,13 @@ LOGGERS = ("tensorboard", "wandb")
 
 
 @dataclass
-class TrainConfig:
-    """One training run of `gmc-grpo llm train` (see `llm_runs.train` for the loop)."""
+class TrainConfig(MethodSettings):
+    """One training run of `gmc-grpo llm train` (see `llm_runs.train` for the loop).
+
+    The method constants `eps`, `clip_low`, `clip_high`, `truncation`, `a3po_mask_threshold`,
+    `vcpo_rho_ref`, `gac_low`, `gac_high` are inherited from `gmc_grpo.methods.MethodSettings`
+    (documented there, with their sources), as in the toy configs.
+    """
 
     # -- run and model ---------------------------------------------------------------------------
     out: str
@@ -119,22 +115,6 @@ class TrainConfig:
     """"paper": the method's own (centered for GRPO and GAC, leave-one-out for TIC/GMC, B.1;
     VCPO's minimum-variance baseline); or one kind for the method (`centered`, `loo`, `std`;
     not allowed for a method with a baseline)"""
-    eps: float = PAPER_CAP_EPS
-    """cap `1 + eps` of TIC and GMC (0.28, B.1)"""
-    clip_low: float = TOKEN_CLIP
-    """lower token clip of GRPO, GAC's base loss and A-3PO (0.2, B.1; A-3PO's is our choice)"""
-    clip_high: float = TOKEN_CLIP
-    """upper token clip (0.2, B.1)"""
-    truncation: float = VCPO_TRUNCATION
-    """VCPO's sequence-level truncation (8, VCPO's code)"""
-    vcpo_rho_ref: float = VCPO_RHO_REF
-    """VCPO's reference ESS (1, VCPO's code)"""
-    gac_low: float = GAC_LOW
-    """GAC's lower cosine threshold (0.05, B.1)"""
-    gac_high: float = GAC_HIGH
-    """GAC's upper cosine threshold (0.30, B.1)"""
-    a3po_mask_threshold: float = A3PO_MASK_THRESHOLD
-    """A-3PO masks tokens with `pi_prox / mu` above it (5, AReaL)"""
     behavior_logprobs: str = "engine"
     """"engine" (the exact behavior policy's log-probs recorded at generation, B.1) or
     "learner" (the learner's log-probs of the stored tokens at the behavior version)"""

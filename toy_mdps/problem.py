@@ -1,13 +1,13 @@
 """The learning problem a toy config describes: the token MDP and the policy class.
 
 Shared by the sweep's and the training's configs (`toy_mdps.sweep.config`,
-`toy_mdps.train.config`), which both carry the MDP fields `num_prompts`, `vocab_size`,
-`max_length`, `reward`, `reward_scale`, `pattern_length`, `mdp_seed`, `policy`, `init_scale`
-and `num_groups`: their checks and the MDP they build live here once.
+`toy_mdps.train.config`), which inherit the MDP fields of `ProblemFields`: the fields, their
+checks and the MDP they build live here once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,31 @@ from toy_mdps.policies import POLICY_CLASSES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 POLICY_NAMES: tuple[str, ...] = tuple(POLICY_CLASSES)
+
+
+@dataclass(kw_only=True)
+class ProblemFields:
+    """The token MDP and policy class of a toy config (`toy_mdps.mdp.TokenMDP`,
+    `toy_mdps.policies`); `SweepConfig` and the toy `TrainConfig` inherit these fields."""
+
+    num_prompts: int = 8
+    """`K`, uniform prompts"""
+    vocab_size: int = 4
+    """`V` including EOS"""
+    max_length: int = 6
+    """`T`, maximum response length and the `T` of the `1/(T B G)` normalisation"""
+    reward: str = "pattern"
+    """`"pattern"` (sparse target-substring reward) or `"length"` (`R L / T`)"""
+    reward_scale: float = 1.0
+    """`R`, the largest reward"""
+    pattern_length: int = 2
+    """length of each prompt's target pattern"""
+    mdp_seed: int = 0
+    """seed of the target patterns"""
+    policy: str = "tabular"
+    """`"tabular"` softmax or `"loglinear"` (shared features)"""
+    init_scale: float = 1.0
+    """standard deviation of the random initial parameters `theta_0`"""
 
 
 def check_problem_fields(config: Any) -> None:

@@ -249,3 +249,24 @@ def test_missing_tensorboard_is_reported_before_compute(tmp_path):
         pytest.skip("tensorboard is installed here")
     with pytest.raises(RuntimeError, match="pip install tensorboard"):
         Trainer(tiny_config(tmp_path / "run", log_to=("tensorboard",)), notice=quiet)
+
+
+def test_a_registered_method_trains_through_the_whole_loop(tmp_path):
+    """The README's soft GMC (`examples/soft_gmc.py`), registered as one spec, through the LLM
+    trainer: D = 0 with the learner's own log-probs makes every ratio 1, so each group keeps the
+    smooth scale `alpha = (1 + (1/1.28)^4)^(-1/4)` and loses `1 - alpha` of its mass."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import examples.soft_gmc  # noqa: F401  (registers "soft_gmc")
+
+    config = tiny_config(tmp_path / "run", method="soft_gmc", behavior_logprobs="learner")
+    summary = train(config, reward_fn=even_first_char, notice=quiet)
+    assert summary["method"] == "soft_gmc"
+    rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    alpha = (1 + (1 / 1.28) ** 4) ** -0.25
+    for r in rows:
+        assert r["ratio/log_max"] == 0.0
+        assert r["ratio/capped_frac"] == 1.0  # every trajectory has w < 1
+        assert r["ratio/removed_mass"] == pytest.approx(1 - alpha, rel=1e-6)

@@ -33,7 +33,8 @@ def _lines(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("method", "schedule"), [("gmc", "fixed_delay"), ("gac", "fixed_delay"), ("vcpo", "length_coupled")]
+    ("method", "schedule"),
+    [("gmc", "fixed_delay"), ("gac", "fixed_delay"), ("vcpo", "length_coupled")],
 )
 def test_killed_run_resumes_to_identical_records(
     tmp_path: Path, method: str, schedule: str

@@ -11,7 +11,7 @@ from typing import Any
 from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
 from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
 from gmc_grpo.methods import ADVANTAGE_CHOICES, check_method_fields, get_method, method_names
-from toy_mdps.problem import CONFIG_DIR, check_problem_fields, read_toy_config
+from toy_mdps.problem import CONFIG_DIR, ProblemFields, check_problem_fields, read_toy_config
 
 BEHAVIOR_MODES = ("trajectory", "direct")
 DIRECTIONS = ("random", "suppress")
@@ -24,30 +24,16 @@ def sweep_methods() -> tuple[str, ...]:
 
 
 @dataclass
-class SweepConfig:
-    """A grid of `method x staleness x eps x G x seed` estimator measurements on one token MDP."""
+class SweepConfig(ProblemFields):
+    """A grid of `method x staleness x eps x G x seed` estimator measurements on one token MDP.
+
+    The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
+    `pattern_length`, `mdp_seed`, `policy`, `init_scale`) come from
+    `toy_mdps.problem.ProblemFields`, documented there.
+    """
 
     name: str = "sweep"
     """run name (default output folder `runs/toy_sweep_<name>`)"""
-    # -- MDP (`toy_mdps.mdp.TokenMDP`) -----------------------------------------------------------
-    num_prompts: int = 8
-    """`K`, uniform prompts"""
-    vocab_size: int = 4
-    """`V` including EOS"""
-    max_length: int = 6
-    """`T`, maximum response length and the `T` of the `1/(T B G)` normalisation"""
-    reward: str = "pattern"
-    """`"pattern"` (sparse target-substring reward) or `"length"` (`R L / T`)"""
-    reward_scale: float = 1.0
-    """`R`, the largest reward"""
-    pattern_length: int = 2
-    """length of each prompt's target pattern"""
-    mdp_seed: int = 0
-    """seed of the target patterns"""
-    policy: str = "tabular"
-    """`"tabular"` softmax or `"loglinear"` with shared features"""
-    init_scale: float = 1.0
-    """standard deviation of the random initial parameters `theta_0`"""
     # -- behavior policy (`toy_mdps.behavior`) -----------------------------------------------------
     behavior: str = "trajectory"
     """`"trajectory"` (`theta = theta_N`, `theta_behavior = theta_{N - delay}` of a reference

@@ -12,7 +12,9 @@ The names below are imported lazily (PEP 562), so `gmc-grpo toy --help` does not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gmc_grpo.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from toy_mdps.train.config import (
@@ -45,9 +47,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'toy_mdps.train' has no attribute {name!r}")
+__getattr__ = lazy_attributes("toy_mdps.train", _LAZY)

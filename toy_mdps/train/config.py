@@ -11,15 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import check_choice, check_field_names, config_error, dataclass_from_dict
-from gmc_grpo.defaults import (
-    A3PO_MASK_THRESHOLD,
-    GAC_HIGH,
-    GAC_LOW,
-    PAPER_CAP_EPS,
-    TOKEN_CLIP,
-    VCPO_RHO_REF,
-    VCPO_TRUNCATION,
-)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -29,7 +20,13 @@ from gmc_grpo.methods import (
 )
 from gmc_grpo.staleness import SCHEDULE_NAMES
 from toy_mdps.mdp import TokenMDP
-from toy_mdps.problem import CONFIG_DIR, check_problem_fields, make_mdp, read_toy_config
+from toy_mdps.problem import (
+    CONFIG_DIR,
+    ProblemFields,
+    check_problem_fields,
+    make_mdp,
+    read_toy_config,
+)
 
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("cosine", "constant")
@@ -39,58 +36,27 @@ QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ProblemFields, MethodSettings):
     """One asynchronous toy learner, run for every seed in `seeds` at once (`gmc-grpo toy train`).
 
-    The optimizer follows the LLM recipe of Appendix B.1, scaled to the toy problem.
+    The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
+    `pattern_length`, `mdp_seed`, `policy`, `init_scale`) come from
+    `toy_mdps.problem.ProblemFields`, the method constants (`eps`, `clip_low`, `clip_high`,
+    `truncation`, `a3po_mask_threshold`, `vcpo_rho_ref`, `gac_low`, `gac_high`) from
+    `gmc_grpo.methods.MethodSettings`, each documented there. The optimizer follows the LLM
+    recipe of Appendix B.1, scaled to the toy problem.
     """
 
     name: str = "train"
     """run name"""
-    # -- MDP (`toy_mdps.mdp.TokenMDP`) and policy -----------------------------------------------
-    num_prompts: int = 8
-    """`K`, uniform prompts"""
-    vocab_size: int = 4
-    """`V` including EOS"""
-    max_length: int = 6
-    """`T`, maximum response length and the `T` of the `1/(T B G)` normalisation"""
-    reward: str = "pattern"
-    """`"pattern"` (sparse target-substring reward) or `"length"`"""
-    reward_scale: float = 1.0
-    """`R`, the largest reward"""
-    pattern_length: int = 2
-    """length of each prompt's target pattern"""
-    mdp_seed: int = 0
-    """seed of the target patterns"""
-    policy: str = "tabular"
-    """`"tabular"` softmax or `"loglinear"` (shared features)"""
-    init_scale: float = 1.0
-    """standard deviation of the random initial parameters"""
     init_seed: int = 0
     """seed of `theta_0`, shared by every learner seed (`toy_mdps.train.learner`)"""
-    # -- method (`gmc_grpo.methods`) ---------------------------------------------------------
     method: str = "gmc"
     """a registered method: `is`, `grpo`, `tic`, `gmc`, `vcpo`, `gac`, `a3po` or your own"""
-    eps: float = PAPER_CAP_EPS
-    """cap `1 + eps` of TIC and GMC (0.28, Appendix B.1)"""
-    clip_low: float = TOKEN_CLIP
-    """lower token clip of GRPO, GAC's base GRPO loss and A-3PO (0.2, B.1)"""
-    clip_high: float = TOKEN_CLIP
-    """upper token clip (0.2, B.1)"""
-    truncation: float = VCPO_TRUNCATION
-    """VCPO's sequence-level truncation `c` (8, VCPO's code)"""
-    a3po_mask_threshold: float = A3PO_MASK_THRESHOLD
-    """A-3PO masks tokens with `pi_prox / mu` above it (5, AReaL)"""
     advantage: str = "paper"
     """`"paper"` (the method's own, Appendix B.1; VCPO: its minimum-variance baseline) or one
     kind for every method (`loo`, `centered`, `std`; VCPO then keeps only its ESS step size and
     truncation)"""
-    vcpo_rho_ref: float = VCPO_RHO_REF
-    """VCPO's reference ESS (1, its code)"""
-    gac_low: float = GAC_LOW
-    """GAC's lower cosine threshold (0.05, B.1)"""
-    gac_high: float = GAC_HIGH
-    """GAC's upper cosine threshold (0.30, B.1)"""
     # -- batches and staleness (`gmc_grpo.staleness`) ----------------------------------------
     num_groups: int = 8
     """`B` groups per step (8, Appendix B.1)"""
