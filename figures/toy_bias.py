@@ -183,7 +183,7 @@ def plot_bias_vs_group_size(
     ax=None,
 ):
     """GMC and TIC squared bias against `G` (log-log) at one staleness (default: the largest),
-    with the fitted lines of `slopes` (`toy_mdps.analysis.group_size_slopes`) when given."""
+    with the fitted lines of `slopes` (`toy_mdps.sweep.analysis.group_size_slopes`) when given."""
     fig, ax = single_axes(ax)
     eps = eps if eps is not None else _default(rows, "eps", 0.28)
     values = sorted({float(r["staleness"]) for r in rows})

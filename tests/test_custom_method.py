@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from examples import soft_gmc  # noqa: E402
+from examples import soft_gmc  # noqa: E402  (registers "soft_gmc" on import)
 from gmc_grpo.estimators import coefficients  # noqa: E402
 from gmc_grpo.methods import MethodSettings, MethodSpec, register_method, unregister_method  # noqa: E402
 from gmc_grpo.records import read_jsonl  # noqa: E402
@@ -36,6 +36,17 @@ from toy_mdps.train.config import TrainConfig  # noqa: E402
 from toy_mdps.train.learner import AsyncLearner  # noqa: E402
 
 torch.set_num_threads(1)
+unregister_method("soft_gmc")  # importing the example registered it: scope it to this module
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered():
+    """soft GMC registered for this module's tests only (the registry is process-wide)."""
+    register_method(soft_gmc.SOFT_GMC, replace=True)
+    yield
+    unregister_method("soft_gmc")
+
+
 TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=4)
 SWEEP = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, trajectory_steps=6)
 RULE = soft_gmc.soft_gmc_log_coefficients

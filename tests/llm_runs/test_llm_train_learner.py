@@ -202,8 +202,9 @@ def test_a_registered_method_gradient_equals_its_hand_formula(model_dir):
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from examples.soft_gmc import SOFT_GMC, soft_gmc_log_coefficients
-    from gmc_grpo.methods import MethodSettings
+    from gmc_grpo.methods import MethodSettings, register_method, unregister_method
 
+    register_method(SOFT_GMC, replace=True)
     model = load_model(model_dir)
     batch = make_batch(model, groups=2, group_size=3, seed=7)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
@@ -216,7 +217,10 @@ def test_a_registered_method_gradient_equals_its_hand_formula(model_dir):
         logit_chunk=5,
         grad_clip=1.0,
     )
-    Learner(model, optimizer, scheduler, settings).gradient(batch, 0)
+    try:
+        Learner(model, optimizer, scheduler, settings).gradient(batch, 0)
+    finally:
+        unregister_method("soft_gmc")
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)
 

@@ -259,10 +259,15 @@ def test_a_registered_method_trains_through_the_whole_loop(tmp_path):
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    import examples.soft_gmc  # noqa: F401  (registers "soft_gmc")
+    from examples.soft_gmc import SOFT_GMC
+    from gmc_grpo.methods import register_method, unregister_method
 
-    config = tiny_config(tmp_path / "run", method="soft_gmc", behavior_logprobs="learner")
-    summary = train(config, reward_fn=even_first_char, notice=quiet)
+    register_method(SOFT_GMC, replace=True)
+    try:
+        config = tiny_config(tmp_path / "run", method="soft_gmc", behavior_logprobs="learner")
+        summary = train(config, reward_fn=even_first_char, notice=quiet)
+    finally:
+        unregister_method("soft_gmc")
     assert summary["method"] == "soft_gmc"
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     alpha = (1 + (1 / 1.28) ** 4) ** -0.25

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gmc_grpo import hooks
-from gmc_grpo.methods import method_names
+from gmc_grpo.methods import PAPER_METHODS
 from toy_mdps.behavior import reference_trajectory
 from toy_mdps.exact import exact_gradient, exact_objective, exact_token_entropy
 from toy_mdps.policies import make_policy
@@ -186,7 +186,7 @@ def test_adam_matches_torch_adam_per_seed() -> None:
         assert torch.allclose(learner.theta[s], params[s].detach(), atol=1e-10)
 
 
-@pytest.mark.parametrize("method", method_names())
+@pytest.mark.parametrize("method", [s.name for s in PAPER_METHODS])
 def test_every_method_writes_every_metric(method: str) -> None:
     learner = AsyncLearner(_config(method=method, delay=2))
     for _ in range(4):

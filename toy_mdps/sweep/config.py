@@ -10,7 +10,13 @@ from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
 from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
-from gmc_grpo.methods import ADVANTAGE_CHOICES, check_method_fields, get_method, method_names
+from gmc_grpo.methods import (
+    ADVANTAGE_CHOICES,
+    PAPER_METHODS,
+    check_method_fields,
+    get_method,
+    method_names,
+)
 from toy_mdps.problem import CONFIG_DIR, ProblemFields, check_problem_fields, read_toy_config
 
 BEHAVIOR_MODES = ("trajectory", "direct")
@@ -54,8 +60,11 @@ class SweepConfig(ProblemFields):
     direct_version_lag: int = 8
     """A-3PO's version lag `d` in direct mode (trajectory mode uses `tau`)"""
     # -- estimators (`gmc_grpo.methods`) -----------------------------------------------------------
-    methods: list[str] = field(default_factory=lambda: list(sweep_methods()))
-    """registered methods without a gradient edit (default: `is, grpo, tic, gmc, vcpo, a3po`)"""
+    methods: list[str] = field(
+        default_factory=lambda: [s.name for s in PAPER_METHODS if s.gradient_edit is None]
+    )
+    """registered methods without a gradient edit (default: the paper's, `is, grpo, tic, gmc,
+    vcpo, a3po`; a user's registered method is measured when listed here)"""
     eps_values: list[float] = field(default_factory=lambda: [PAPER_CAP_EPS])
     """caps `1 + eps` of the methods that use one (TIC, GMC; 0.28, Appendix B.1); the others
     are measured once per grid cell (their `eps` is null)"""
