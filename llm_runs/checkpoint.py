@@ -239,11 +239,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         "schedule": _schedule_from_flat(
             load_file(str(path / "schedule.safetensors")), meta["schedule"]
         ),
-        "method_state": {
-            key: state_tensors.get(f"method.{key}") for key in meta.get("method_state_keys", [])
-        },
+        "method_state": _method_state(meta, state_tensors),
         "rng": ({k: v for k, v in state_tensors.items() if k.startswith("rng.")}, meta["rng"]),
     }
+
+
+def _method_state(meta: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> dict:
+    if "method_state_keys" in meta:
+        return {key: tensors.get(f"method.{key}") for key in meta["method_state_keys"]}
+    # a checkpoint written before the method registry: GAC's state had a key of its own
+    return {"previous_gradient": tensors.get("gac.previous_gradient")}
 
 
 def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:

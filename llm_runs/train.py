@@ -198,12 +198,14 @@ class Trainer:
         config = self.config
         if config.schedule == "fixed_delay":
             return FixedDelaySchedule(config.delay)
-        return LengthCoupledSchedule(
-            self._length_of,
-            lam=config.lam,
-            max_launches=config.max_launches,
-            length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
-        )
+        if config.schedule == "length_coupled":
+            return LengthCoupledSchedule(
+                self._length_of,
+                lam=config.lam,
+                max_launches=config.max_launches,
+                length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
+            )
+        raise ValueError(f"the LLM trainer cannot build schedule {config.schedule!r} yet")
 
     def _length_of(self, batch: TrajectoryBatch) -> float:
         """`L` of a batch: mean response length in units of `length_unit_tokens`."""

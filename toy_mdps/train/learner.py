@@ -267,12 +267,14 @@ class AsyncLearner:
     def _make_schedule(self) -> FixedDelaySchedule | LengthCoupledSchedule:
         if self.config.schedule == "fixed_delay":
             return FixedDelaySchedule(self.config.delay)
-        return LengthCoupledSchedule(
-            _batch_mean_length,
-            lam=self.config.lam,
-            max_launches=self.config.max_launches,
-            length_unit="tokens (mean response length of the batch)",
-        )
+        if self.config.schedule == "length_coupled":
+            return LengthCoupledSchedule(
+                _batch_mean_length,
+                lam=self.config.lam,
+                max_launches=self.config.max_launches,
+                length_unit="tokens (mean response length of the batch)",
+            )
+        raise ValueError(f"the toy learner cannot build schedule {self.config.schedule!r} yet")
 
     def _generate(self, seed_index: int, exact: ExactState) -> dict[str, Tensor]:
         """A batch of seed `seed_index` from its current policy: `B` groups of `G` responses.
