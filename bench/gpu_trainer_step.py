@@ -19,24 +19,15 @@ from pathlib import Path
 
 import torch
 
-from gmc_grpo.losses import PolicyLossConfig
+from gmc_grpo.methods import MethodSettings, get_method
+from gmc_grpo.schedules import CosineWithWarmup
 from llm_runs.learner import (
-    CosineWithWarmup,
     Learner,
     LearnerSettings,
     TrajectoryBatch,
     batch_logprobs,
     make_optimizer,
 )
-
-PAPER_ADVANTAGE_OF = {
-    "grpo": "centered",
-    "gac": "centered",
-    "tic": "loo",
-    "gmc": "loo",
-    "vcpo": "std",
-    "a3po": "std",
-}
 
 
 def build_model(tiny: bool, device: str):
@@ -114,10 +105,8 @@ def main() -> None:
     for method in args.methods.split(","):
         settings = LearnerSettings(
             method=method,
-            loss=PolicyLossConfig(
-                method="grpo" if method == "gac" else method, max_length=response_len
-            ),
-            advantage=PAPER_ADVANTAGE_OF[method],
+            loss=get_method(method).loss_config(MethodSettings(), max_length=response_len),
+            advantage="paper",
             groups_per_micro=1,
             logit_chunk=4096,
             grad_clip=1.0,

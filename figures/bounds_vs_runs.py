@@ -37,9 +37,10 @@ from figures.common import (
 )
 from figures.discover import Run
 from figures.style import method_color, method_label
+from gmc_grpo.defaults import PAPER_CAP_EPS as PAPER_EPS
+from gmc_grpo.stats import t_quantile
 
 SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")
-PAPER_EPS = 0.28
 AGREES, DISAGREES, UNMEASURABLE = "agrees", "does not agree", "not measurable"
 
 
@@ -101,14 +102,12 @@ def batch_means_interval(
     means = [sum(values[i * size : (i + 1) * size]) / size for i in range(k)]
     center = sum(values) / n
     sd = math.sqrt(sum((m - sum(means) / k) ** 2 for m in means) / (k - 1))
-    from scipy.stats import t
-
-    half = float(t.ppf(0.5 + level / 2, k - 1)) * sd / math.sqrt(k)
+    half = t_quantile(k - 1, level) * sd / math.sqrt(k)
     return center, center - half, center + half
 
 
 def _steady(run: Run, suite: str) -> list[dict[str, Any]]:
-    fixed = suite == "fixed_delay" or run.schedule in ("fixed", "fixed_delay")
+    fixed = suite == "fixed_delay" or run.schedule == "fixed_delay"
     start = run.delay if (fixed and run.delay) else 0
     return [r for r in run.metrics if r.get("step") is not None and r["step"] >= start]
 
@@ -197,7 +196,7 @@ def bounds_data(
 ) -> BoundsData:
     """Measured quantities and the theory's predictions for one suite (see module docstring).
 
-    `eps`: the cap (default: the runs' `eps_high`, else the paper's 0.28). `group_size`: keep
+    `eps`: the cap (default: the runs' `eps`, else the paper's 0.28). `group_size`: keep
     runs of this `G` only (default: the most common one)."""
     from theory.constants import gmc_penalty, improvement_factor, tic_penalty
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from figures.discover import Run
-from figures.style import METHOD_ORDER, method_color, method_label, use_agg
+from figures.style import method_color, method_label, method_rank, use_agg
 
 MISSING = "missing"
 
@@ -270,6 +270,14 @@ def pyplot():
     return plt
 
 
+def single_axes(ax: Any = None, figsize: tuple[float, float] = (5.0, 3.6)):
+    """`(figure, axes)`: a new figure with one axes, or the given axes and its figure."""
+    if ax is None:
+        fig, ax = pyplot().subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
 def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3.3):
     """`(figure, [axes])` for `count` panels: new ones, or the given Axes / sequence of Axes."""
     plt = pyplot()
@@ -284,17 +292,13 @@ def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3
     return axes[0].figure, axes[:count]
 
 
-def _order(method: str) -> int:
-    return METHOD_ORDER.index(method) if method in METHOD_ORDER else len(METHOD_ORDER)
-
-
 def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
     """Draw a `FigureData`: per panel, each method's curve in its fixed colour (faint raw points
     and a solid smoothed line when `smoothed` is set), the paper's references as open markers or
     grey spans, and a "missing: ..." note for what is absent. Returns the figure."""
     fig, axes = panel_axes(len(data.panels), ax)
     for axis, panel in zip(axes, data.panels, strict=False):
-        for s in sorted(panel.series, key=lambda s: _order(s.method)):
+        for s in sorted(panel.series, key=lambda s: method_rank(s.method)):
             color = method_color(s.method)
             if s.smoothed is not None:
                 axis.plot(s.steps, s.values, color=color, alpha=raw_alpha, lw=0.8)

@@ -1,7 +1,7 @@
 """The paper's LLM figures and tables, from run records only (`metrics.jsonl`, `evals.jsonl`).
 
-One `*_data` function per figure or table (runs in, `FigureData` / `Table` out) and one
-`plot_figure*` per figure (data in, matplotlib figure out; `ax` optional):
+One `*_data` function per figure or table (runs in, `FigureData` / `Table` out); every figure is
+drawn by `figures.common.plot_panels(data, ax=None)` (data in, matplotlib figure out):
 
 - Figure 2: MATH500 sampled Pass@1 vs step, fixed delay `D` in {0, 64, 128}, GRPO/TIC/GMC.
 - Figure 4: current-policy token entropy (`policy/entropy`) vs step, same runs.
@@ -44,7 +44,6 @@ from figures.common import (
     metric_curve,
     moving_average,
     pick_run,
-    plot_panels,
 )
 from figures.discover import Run, select
 from figures.style import method_label
@@ -220,16 +219,6 @@ def figure4_data(
     )
 
 
-def plot_figure2(data: FigureData, ax: Any = None):
-    """Draw Figure 2 (one panel per delay); returns the figure."""
-    return plot_panels(data, ax)
-
-
-def plot_figure4(data: FigureData, ax: Any = None):
-    """Draw Figure 4 (one panel per delay); returns the figure."""
-    return plot_panels(data, ax)
-
-
 # ------------------------------------------------------------------------------------------
 # Figures 5 and 6: training reward
 # ------------------------------------------------------------------------------------------
@@ -336,16 +325,6 @@ def figure6_data(
         caption=f"Faint: per-step reward; solid: moving average over {window} steps. Grey span: "
         "where the paper's A-3PO reward collapses (Figure 6).",
     )
-
-
-def plot_figure5(data: FigureData, ax: Any = None):
-    """Draw Figure 5 (one panel per group size); returns the figure."""
-    return plot_panels(data, ax)
-
-
-def plot_figure6(data: FigureData, ax: Any = None):
-    """Draw Figure 6; returns the figure."""
-    return plot_panels(data, ax)
 
 
 # ------------------------------------------------------------------------------------------

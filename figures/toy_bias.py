@@ -20,7 +20,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from figures.style import METHOD_ORDER, method_color, method_label, use_agg
+from figures.common import save_figure, single_axes
+from figures.style import method_color, method_label, method_order
 
 Rows = list[dict[str, Any]]
 
@@ -35,21 +36,6 @@ def load_results(path: str | Path) -> Rows:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist (run `gmc-grpo toy sweep` first)")
     return read_jsonl(path)
-
-
-def _pyplot():
-    use_agg()
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _axes(ax):
-    plt = _pyplot()
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(5.0, 3.6))
-        return fig, ax
-    return ax.figure, ax
 
 
 def _eps_match(row: dict[str, Any], eps: float | None) -> bool:
@@ -141,12 +127,12 @@ def plot_bias_vs_staleness(
 ):
     """Relative squared bias per method against staleness at one `(eps, G)` (defaults: the
     paper's eps 0.28 if swept else the smallest, and `G = 8` if swept else the smallest)."""
-    fig, ax = _axes(ax)
+    fig, ax = single_axes(ax)
     eps = eps if eps is not None else _default(rows, "eps", 0.28)
     g = group_size if group_size is not None else _default(rows, "group_size", 8.0)
     norm = {float(r["staleness"]): float(r["estimator/target_norm_sq"]) for r in rows}
     scale = max(norm.values()) if norm else 1.0
-    for method in METHOD_ORDER:
+    for method in method_order():
         series = _series(rows, method, "staleness", "estimator/bias_sq", eps=eps, group_size=g)
         if series:
             _draw(ax, series, method, scale)
@@ -163,10 +149,10 @@ def plot_second_moment_vs_staleness(
     rows: Rows, *, eps: float | None = None, group_size: int | None = None, ax=None
 ):
     """`E ||g||^2` per method against staleness, with Prop. 1's bound (dashed)."""
-    fig, ax = _axes(ax)
+    fig, ax = single_axes(ax)
     eps = eps if eps is not None else _default(rows, "eps", 0.28)
     g = group_size if group_size is not None else _default(rows, "group_size", 8.0)
-    for method in METHOD_ORDER:
+    for method in method_order():
         series = _series(
             rows, method, "staleness", "estimator/second_moment", eps=eps, group_size=g
         )
@@ -197,8 +183,8 @@ def plot_bias_vs_group_size(
     ax=None,
 ):
     """GMC and TIC squared bias against `G` (log-log) at one staleness (default: the largest),
-    with the fitted lines of `slopes` (`toy_mdps.analysis.group_size_slopes`) when given."""
-    fig, ax = _axes(ax)
+    with the fitted lines of `slopes` (`toy_mdps.sweep.analysis.group_size_slopes`) when given."""
+    fig, ax = single_axes(ax)
     eps = eps if eps is not None else _default(rows, "eps", 0.28)
     values = sorted({float(r["staleness"]) for r in rows})
     st = staleness if staleness is not None else (values[-1] if values else None)
@@ -235,7 +221,7 @@ def plot_bias_vs_group_size(
 
 def plot_removed_mass_vs_bound(rows: Rows, *, ax=None):
     """Measured removed mass (with interval) against its KL bound, GMC and TIC, all grid points."""
-    fig, ax = _axes(ax)
+    fig, ax = single_axes(ax)
     lo_all, hi_all = math.inf, 0.0
     for method in ("tic", "gmc"):
         pts = [
@@ -266,17 +252,6 @@ def plot_removed_mass_vs_bound(rows: Rows, *, ax=None):
     return fig
 
 
-def save_figure(fig, stem: str | Path) -> list[Path]:
-    """Write `stem.png` (150 dpi) and `stem.pdf`; closes the figure; returns both paths."""
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".pdf")]
-    fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
-    _pyplot().close(fig)
-    return paths
-
-
 def write_toy_figures(
     rows: Rows, out_dir: str | Path, *, slopes: list[dict[str, Any]] | None = None
 ) -> list[Path]:
@@ -293,3 +268,15 @@ def write_toy_figures(
         )
     paths += save_figure(plot_removed_mass_vs_bound(rows), out_dir / "removed_mass_vs_bound")
     return paths
+
+
+def draw_sweep(run_dir: str | Path) -> list[Path]:
+    """The figures of a finished sweep, from its saved records (`metrics.jsonl` and the slopes
+    of `summary.json`), into `run_dir/figures/`; returns the paths."""
+    from gmc_grpo.records import read_json
+
+    run_dir = Path(run_dir)
+    summary_path = run_dir / "summary.json"
+    summary = read_json(summary_path) if summary_path.exists() else {}
+    slopes = summary.get("group_size_slopes")
+    return write_toy_figures(load_results(run_dir), run_dir / "figures", slopes=slopes)

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from figures.style import METHOD_ORDER, method_color, method_label, use_agg
+from figures.common import single_axes
+from figures.style import method_color, method_label, method_rank, use_agg
+from gmc_grpo.stats import t_quantile
 
 
 def load_results(experiment_dir: str | Path) -> list[dict[str, Any]]:
@@ -44,12 +46,6 @@ def load_results(experiment_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _t_quantile(n: int, level: float = 0.95) -> float:
-    from scipy.special import stdtrit
-
-    return float(stdtrit(n - 1, 0.5 + level / 2)) if n > 1 else math.inf
-
-
 def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[str, np.ndarray]:
     """Mean over seeds of `metric` per step with a t-band: `{step, mean, lo, hi}` arrays."""
     per_step: dict[int, list[float]] = {}
@@ -66,20 +62,11 @@ def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[
     mean = np.array([v.mean() for v in values])
     half = np.array(
         [
-            _t_quantile(len(v), level) * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0.0
+            t_quantile(len(v) - 1, level) * v.std(ddof=1) / math.sqrt(len(v)) if len(v) > 1 else 0.0
             for v in values
         ]
     )
     return {"step": steps, "mean": mean, "lo": mean - half, "hi": mean + half}
-
-
-def _axes(ax: Any, figsize: tuple[float, float] = (5, 3.5)) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        fig, ax = plt.subplots(figsize=figsize)
-        return fig, ax
-    return ax.figure, ax
 
 
 def plot_curve_set(
@@ -91,8 +78,8 @@ def plot_curve_set(
     ax: Any = None,
 ) -> Any:
     """One line (with band) per method; `curves` maps method -> `metric_curve` output."""
-    fig, ax = _axes(ax)
-    for method in sorted(curves, key=lambda m: METHOD_ORDER.index(m) if m in METHOD_ORDER else 99):
+    fig, ax = single_axes(ax, (5, 3.5))
+    for method in sorted(curves, key=method_rank):
         c = curves[method]
         color = method_color(method)
         ax.plot(c["step"], c["mean"], color=color, label=method_label(method), lw=1.3)
@@ -162,8 +149,8 @@ def plot_metric_vs_delay(
     rows: list[dict[str, Any]], key: str = "convergence_metric", ax: Any = None
 ) -> Any:
     """`key` (with its interval) vs `D`, one line per method (`results.csv` rows)."""
-    fig, ax = _axes(ax)
-    methods = sorted({r["method"] for r in rows}, key=lambda m: METHOD_ORDER.index(m))
+    fig, ax = single_axes(ax, (5, 3.5))
+    methods = sorted({r["method"] for r in rows}, key=method_rank)
     for method in methods:
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["delay"])
         _errorbar(
@@ -184,7 +171,7 @@ def plot_group_study(
     rows: list[dict[str, Any]], key: str = "mean_objective", ax: Any = None
 ) -> Any:
     """`key` vs `G` for GMC and TIC (`results.csv` rows of a group-size experiment)."""
-    fig, ax = _axes(ax)
+    fig, ax = single_axes(ax, (5, 3.5))
     for method in ("gmc", "tic"):
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["group_size"])
         if not mine:
@@ -228,7 +215,7 @@ def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
             marker="o",
             ms=3,
             color=color,
-            label=f"N={cell['num_steps']}, D={cell['delay']}",
+            label=f"N={cell['total_steps']}, D={cell['delay']}",
         )
         axes[0].axvline(cell["eps_star"], color=color, ls=":", lw=0.8)
     axes[0].set_xscale("log")
@@ -236,9 +223,9 @@ def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
     axes[0].set_ylabel("conv. metric / its minimum")
     axes[0].legend(fontsize=6)
     usable = [c for c in table if c["tau4"] > 0]
-    for i, n in enumerate(sorted({c["num_steps"] for c in usable})):
+    for i, n in enumerate(sorted({c["total_steps"] for c in usable})):
         color = f"C{i}"
-        mine = [c for c in usable if c["num_steps"] == n]
+        mine = [c for c in usable if c["total_steps"] == n]
         inner = [c for c in mine if c.get("censored") is None]
         edge = [c for c in mine if c.get("censored") is not None]
         axes[1].scatter(

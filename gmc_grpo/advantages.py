@@ -1,4 +1,4 @@
-"""Group advantages from verifier rewards (ALGORITHMS.md, "Advantages").
+"""Group advantages from verifier rewards (`docs/METHODS.md`, "Advantages").
 
 - `centered`: `A_i = r_i - r_bar` (vanilla GRPO in the paper, unnormalised; Appendix B.1).
 - `loo`: leave-one-out, `A_i = r_i - (1/(G-1)) sum_{j != i} r_j = G/(G-1) (r_i - r_bar)`

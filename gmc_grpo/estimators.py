@@ -28,20 +28,24 @@ toy-MDP track uses with its exact score functions.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
+from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
 from gmc_grpo.logratio import log_group_mean_ratio, token_log_ratio
 
 TrajectoryMethod = Literal["is", "tic", "gmc", "vcpo"]
 TRAJECTORY_METHODS: tuple[str, ...] = get_args(TrajectoryMethod)
+# GMC scales a whole group at once, so its "capped" unit is the group; the other trajectory
+# methods cap trajectory by trajectory.
+GROUP_CAPPED_METHODS: tuple[str, ...] = ("gmc",)
 
-# Paper settings (Appendix B.1): TIC and GMC use eps_high = 0.28, i.e. the cap 1 + eps = 1.28.
-PAPER_CAP_EPS = 0.28
-# VCPO's sequence-level truncation constant (its public code: c = 8; ALGORITHMS.md).
-VCPO_TRUNCATION = 8.0
+#: A user's trajectory-level weighting: `(s [..., G] float64 detached, eps) -> log c [..., G]`,
+#: with `0 <= c_i <= rho_i` (`gmc_grpo.methods` registers such a rule with a method's spec).
+CoefficientRule = Callable[[Tensor, float], Tensor]
 
 
 def _check_eps(eps: float) -> None:
@@ -50,24 +54,28 @@ def _check_eps(eps: float) -> None:
 
 
 def log_coefficients(
-    method: TrajectoryMethod,
+    method: str,
     log_ratio: Tensor,
     eps: float = PAPER_CAP_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
+    rule: CoefficientRule | None = None,
 ) -> Tensor:
     """`log c_i` for a trajectory-level method, detached.
 
     Args:
-        method: `"is"`, `"tic"`, `"gmc"` or `"vcpo"`.
+        method: `"is"`, `"tic"`, `"gmc"` or `"vcpo"`; any name when `rule` is given.
         log_ratio: `[B, G]` trajectory log-ratios `s_i` (any leading dims; group = last dim).
         eps: cap parameter (`1 + eps`), TIC and GMC; `float("inf")` turns both into plain IS.
         truncation: VCPO's `c` (`min(rho_i, c)`).
+        rule: a user's own weighting (`CoefficientRule`), used instead of the named ones.
     Returns:
         `[B, G]` log-coefficients: finite for finite `s`, `-inf` where TIC drops a trajectory.
     """
     s = log_ratio.detach()
     out_dtype = torch.float32 if s.dtype in (torch.bfloat16, torch.float16) else s.dtype
+    if rule is not None:
+        return rule(s.double(), eps).to(out_dtype)
     if method == "is":
         return s.to(out_dtype)
     # float64 inside: `log(1+eps) - log rho_bar` is a difference of numbers of size |s| (up to
@@ -93,18 +101,18 @@ def _log_coefficients64(method: str, s: Tensor, eps: float, truncation: float) -
 
 
 def coefficients(
-    method: TrajectoryMethod,
+    method: str,
     log_ratio: Tensor,
     eps: float = PAPER_CAP_EPS,
-    **kw: float,
+    **kw: float | CoefficientRule | None,
 ) -> Tensor:
-    """Detached per-trajectory coefficients `c_i = w_i rho_i` (DESIGN.md public API).
+    """Detached per-trajectory coefficients `c_i = w_i rho_i` (`docs/DESIGN.md`, public API).
 
     Args:
         method: `"is"`, `"tic"`, `"gmc"` or `"vcpo"`.
         log_ratio: `[B, G]` trajectory log-ratios `s_i`.
         eps: the cap `1 + eps` (TIC, GMC). Paper: 0.28 (Appendix B.1).
-        **kw: `truncation` for VCPO (default 8, its public code).
+        **kw: `truncation` for VCPO (default 8, its public code); `rule` for a user's weighting.
     Returns:
         `[B, G]` coefficients, each in `[0, rho_i]`; finite for every bounded method.
     """
@@ -112,7 +120,10 @@ def coefficients(
 
 
 def weights(
-    method: TrajectoryMethod, log_ratio: Tensor, eps: float = PAPER_CAP_EPS, **kw: float
+    method: str,
+    log_ratio: Tensor,
+    eps: float = PAPER_CAP_EPS,
+    **kw: float | CoefficientRule | None,
 ) -> Tensor:
     """The weights `w_i = c_i / rho_i` in `[0, 1]`: `[B, G]`, detached."""
     s = log_ratio.detach()
@@ -122,7 +133,10 @@ def weights(
 
 
 def group_diagnostics(
-    method: TrajectoryMethod, log_ratio: Tensor, eps: float = PAPER_CAP_EPS, **kw: float
+    method: str,
+    log_ratio: Tensor,
+    eps: float = PAPER_CAP_EPS,
+    **kw: float | CoefficientRule | None,
 ) -> dict[str, Tensor]:
     """Per-group diagnostics of a trajectory-level correction, all detached.
 
@@ -142,6 +156,12 @@ def group_diagnostics(
     # (rho - c) >= 0 entrywise; an inf - inf cannot occur because c is bounded for capped methods.
     removed = torch.where(log_c < s, rho - c, torch.zeros_like(rho)).mean(dim=-1)
     return {"removed_mass": removed, "kept_mass": c.mean(dim=-1), "capped": log_c < s}
+
+
+def capped_units(method: str, capped: Tensor) -> Tensor:
+    """The units `ratio/capped_frac` counts: groups for GMC (one scale per group), else
+    trajectories. `capped`: `[..., B, G]` bool (`group_diagnostics`); returns `[..., B]` or it."""
+    return capped.any(dim=-1) if method in GROUP_CAPPED_METHODS else capped
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,7 +235,7 @@ def a3po_log_prox_weight(delta: Tensor, version_lag: Tensor) -> Tensor:
 
 
 def token_gradient_weights(
-    method: Method,
+    method: str,
     logprobs: Tensor,
     behavior_logprobs: Tensor,
     advantages: Tensor,
@@ -223,12 +243,13 @@ def token_gradient_weights(
     *,
     eps: float = PAPER_CAP_EPS,
     truncation: float = VCPO_TRUNCATION,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
+    clip_low: float = TOKEN_CLIP,
+    clip_high: float = TOKEN_CLIP,
     version_lag: Tensor | None = None,
-    a3po_mask_threshold: float = 5.0,
+    a3po_mask_threshold: float = A3PO_MASK_THRESHOLD,
     aggregation: Aggregation = "paper",
     max_length: int | None = None,
+    coefficient_rule: CoefficientRule | None = None,
 ) -> Tensor:
     """`psi` with `g = sum_{b,i,t} psi_{b,i,t} grad log pi_theta(y_{b,i,t} | ...)`, detached.
 
@@ -246,6 +267,8 @@ def token_gradient_weights(
         advantages: `[B, G]`.
         version_lag: A-3PO only, `[B, G]` (or `[B, G, T]`) learner versions between the current
             policy and the behavior policy.
+        coefficient_rule: a user's trajectory weighting (`CoefficientRule`); `method` is then
+            only its name and `psi = c_i A_i / norm` as for the named trajectory methods.
     Returns:
         `[B, G, T]` float tensor.
     """
@@ -253,8 +276,10 @@ def token_gradient_weights(
     adv = advantages.detach().to(delta.dtype).unsqueeze(-1)
     maskf = mask.to(delta.dtype)
     norm = normaliser(mask, aggregation, max_length).to(delta.dtype)
-    if method in TRAJECTORY_METHODS:
-        c = coefficients(method, delta.sum(dim=-1), eps, truncation=truncation).unsqueeze(-1)
+    if method in TRAJECTORY_METHODS or coefficient_rule is not None:
+        c = coefficients(
+            method, delta.sum(dim=-1), eps, truncation=truncation, rule=coefficient_rule
+        ).unsqueeze(-1)
         return c * adv * maskf / norm
     ratio = delta.exp()
     if method == "grpo":

@@ -3,7 +3,8 @@
 These methods need more than a loss: VCPO rescales the step size and replaces the advantage's
 baseline; GAC edits the gradient using the previous one. Each hook is a small pure function;
 state that must survive between steps lives in an explicit object the learner owns (`GACState`),
-so the toy learner and the LLM learner call the same code.
+so the toy learner and the LLM learner call the same code, through the method registry's hooks
+(`gmc_grpo.methods`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from torch import Tensor
 from gmc_grpo.logratio import effective_sample_size
 
 # --------------------------------------------------------------------------------------------
-# VCPO (Huang et al. 2026, "Stable asynchrony"; ALGORITHMS.md)
+# VCPO (Huang et al. 2026, "Stable asynchrony"; `docs/METHODS.md`)
 # --------------------------------------------------------------------------------------------
 
 
@@ -80,7 +81,7 @@ def vcpo_baseline_advantages(
 
 
 # --------------------------------------------------------------------------------------------
-# GAC (Xu et al. 2026): no public code; OUR INTERPRETATION (ALGORITHMS.md)
+# GAC (Xu et al. 2026): no public code; OUR INTERPRETATION (`docs/METHODS.md`)
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """Per-token and trajectory log-ratios between the current policy and the behavior policy.
 
-Notation (ALGORITHMS.md): `delta_{i,t} = log pi_theta(y_{i,t}|...) - log mu(y_{i,t}|...)`,
+Notation (`docs/METHODS.md`): `delta_{i,t} = log pi_theta(y_{i,t}|...) - log mu(y_{i,t}|...)`,
 `s_i = sum_t delta_{i,t}` over response tokens, `rho_i = exp(s_i)` (eq. 3 of the paper).
 Everything is computed in float32 (or float64 if given) even for bf16 inputs: a bf16 sum of
 thousands of token log-ratios would lose the few nats that decide whether a group is capped.
@@ -47,12 +47,6 @@ def trajectory_log_ratio(logprobs: Tensor, behavior_logprobs: Tensor, mask: Tens
         `[B, G]` (i.e. `[...]`) trajectory log-ratios; differentiable through `logprobs`.
     """
     return token_log_ratio(logprobs, behavior_logprobs, mask).sum(dim=-1)
-
-
-def sequence_logprob(logprobs: Tensor, mask: Tensor) -> Tensor:
-    """`log pi(y_i | x) = sum_t log pi(y_{i,t} | ...)` over response tokens: `[..., T] -> [...]`."""
-    lp = _as_float(logprobs)
-    return torch.where(mask.bool(), lp, torch.zeros_like(lp)).sum(dim=-1)
 
 
 def log_group_mean_ratio(log_ratio: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ maximum response length; `aggregation` offers the usual alternatives.
 | `a3po`   | `-sum_{i,t} sg(pi_prox/mu) min(r A, clip(r) A) 1{pi_prox/mu <= 5}`, `r = pi/pi_prox` | A-3PO |
 
 With several optimizer steps on one batch the coefficients are recomputed from the current
-log-probs at every step (ALGORITHMS.md): call the loss again, nothing is cached.
+log-probs at every step (`docs/METHODS.md`): call the loss again, nothing is cached.
 """
 
 from __future__ import annotations
@@ -26,62 +26,58 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gmc_grpo.advantages import AdvantageKind
+from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
 from gmc_grpo.estimators import (
     AGGREGATIONS,
     METHODS,
-    PAPER_CAP_EPS,
     TRAJECTORY_METHODS,
-    VCPO_TRUNCATION,
     Aggregation,
-    Method,
+    CoefficientRule,
     a3po_log_prox_weight,
+    capped_units,
     group_diagnostics,
     log_coefficients,
     normaliser,
     token_clip_active,
+    token_gradient_weights,
 )
 from gmc_grpo.logratio import effective_sample_size, token_log_ratio
-
-# The advantage each method uses in the paper (Appendix B.1). VCPO's own baseline needs
-# per-trajectory gradient norms (gmc_grpo.hooks.vcpo_baseline_advantages); `std` is its fallback.
-PAPER_ADVANTAGE: dict[str, AdvantageKind] = {
-    "grpo": "centered",  # "the unnormalized group-centered advantage" (B.1)
-    "tic": "loo",  # B.1
-    "gmc": "loo",  # B.1
-    "is": "loo",  # reference estimator: same advantage as GMC/TIC so only the weighting differs
-    "vcpo": "std",  # VCPO's code normalises by the group std (its baseline: hooks.py)
-    "a3po": "std",  # AReaL's default group normalisation (our choice; the paper does not say)
-}
 
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    """Which surrogate and with what constants.
+    """Which surrogate and with what constants (`gmc_grpo.methods` builds one per method)."""
 
-    method: one of `is`, `tic`, `gmc`, `vcpo`, `grpo`, `a3po`.
-    eps: the cap `1 + eps` of TIC and GMC (`eps_high = 0.28`, Appendix B.1); `inf` gives plain IS.
-    clip_low, clip_high: token clip of GRPO and A-3PO (`eps = 0.2` two-sided, Appendix B.1).
-    truncation: VCPO's sequence-level truncation `c` (8 in VCPO's public code).
-    a3po_mask_threshold: A-3PO masks tokens with `pi_prox / mu` above this (5, AReaL).
-    aggregation: `paper` (`1/(T B G)`), `token_mean` or `seq_mean_token_mean`.
-    max_length: `T` in `1/(T B G)`; `None` uses the padded length of the batch. Paper: 4,096
-        (completion limit, Appendix B.1).
-    """
-
-    method: Method = "gmc"
+    method: str = "gmc"
+    """one of `is`, `tic`, `gmc`, `vcpo`, `grpo`, `a3po`; any name with `coefficient_rule`"""
     eps: float = PAPER_CAP_EPS
-    clip_low: float = 0.2
-    clip_high: float = 0.2
+    """the cap `1 + eps` of TIC and GMC (0.28, Appendix B.1); `inf` gives plain IS"""
+    clip_low: float = TOKEN_CLIP
+    """lower token clip `1 - clip_low` of GRPO and A-3PO (0.2, Appendix B.1)"""
+    clip_high: float = TOKEN_CLIP
+    """upper token clip `1 + clip_high` of GRPO and A-3PO (0.2, Appendix B.1)"""
     truncation: float = VCPO_TRUNCATION
-    a3po_mask_threshold: float = 5.0
+    """VCPO's sequence-level truncation `c` (8 in VCPO's public code)"""
+    a3po_mask_threshold: float = A3PO_MASK_THRESHOLD
+    """A-3PO masks tokens with `pi_prox / mu` above this (5, AReaL)"""
     aggregation: Aggregation = "paper"
+    """`paper` (`1/(T B G)`), `token_mean` or `seq_mean_token_mean`"""
     max_length: int | None = None
+    """`T` in `1/(T B G)`; None uses the padded length (paper: 4,096, Appendix B.1)"""
+    coefficient_rule: CoefficientRule | None = None
+    """a user's trajectory weighting `(s, eps) -> log c` (a registered method's, see
+    `gmc_grpo.methods`); the loss is then the trajectory surrogate with these coefficients"""
+
+    @property
+    def trajectory_level(self) -> bool:
+        """The surrogate weights whole trajectories (`c_i`), the weighted class of eq. 4-5."""
+        return self.method in TRAJECTORY_METHODS or self.coefficient_rule is not None
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
+        if self.method not in METHODS and self.coefficient_rule is None:
             raise ValueError(
-                f"PolicyLossConfig.method must be one of {METHODS}, got {self.method!r}"
+                f"PolicyLossConfig.method must be one of {METHODS} (or come with a "
+                f"coefficient_rule), got {self.method!r}"
             )
         if not self.eps > 0:
             raise ValueError(f"PolicyLossConfig.eps must be > 0 (cap 1 + eps), got {self.eps}")
@@ -157,14 +153,14 @@ def policy_loss(
     log_ratio = delta.detach().sum(dim=-1)  # s_i, [B, G]
     diagnostics = _ratio_diagnostics(log_ratio)
 
-    if method in TRAJECTORY_METHODS:
-        log_c = log_coefficients(method, log_ratio, config.eps, truncation=config.truncation)
+    if config.trajectory_level:
+        constants = {"truncation": config.truncation, "rule": config.coefficient_rule}
+        log_c = log_coefficients(method, log_ratio, config.eps, **constants)
         weight = (log_c.exp() * adv).unsqueeze(-1)  # [B, G, 1], detached
         lp = logprobs.float() if logprobs.dtype in (torch.bfloat16, torch.float16) else logprobs
         loss = -(_masked(weight * lp, valid) / norm).sum()
-        groups = group_diagnostics(method, log_ratio, config.eps, truncation=config.truncation)
-        capped = groups["capped"]
-        frac = capped.any(dim=-1) if method == "gmc" else capped  # GMC caps whole groups
+        groups = group_diagnostics(method, log_ratio, config.eps, **constants)
+        frac = capped_units(method, groups["capped"])
         diagnostics["ratio/capped_frac"] = frac.float().mean()
         diagnostics["ratio/removed_mass"] = groups["removed_mass"].mean().float()
         return loss, diagnostics
@@ -223,4 +219,74 @@ def _ratio_diagnostics(log_ratio: Tensor) -> dict[str, Tensor]:
         "ratio/log_mean": log_ratio.mean().float(),
         "ratio/ess": effective_sample_size(log_ratio).float(),
         "ratio/kl_estimate": kl_terms.mean().float(),
+    }
+
+
+def gradient_weights(
+    config: PolicyLossConfig,
+    logprobs: Tensor,
+    behavior_logprobs: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    *,
+    version_lag: Tensor | None = None,
+) -> Tensor:
+    """The loss's estimator as per-token weights `psi` (`estimators.token_gradient_weights` with
+    the constants of `config`): `g = sum psi grad log pi`, the negative gradient of the loss.
+
+    Shapes as in `token_gradient_weights` (`[..., B, G, T]`, advantages `[..., B, G]`).
+    """
+    return token_gradient_weights(
+        config.method,
+        logprobs,
+        behavior_logprobs,
+        advantages,
+        mask,
+        eps=config.eps,
+        truncation=config.truncation,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        version_lag=version_lag,
+        a3po_mask_threshold=config.a3po_mask_threshold,
+        aggregation=config.aggregation,
+        max_length=config.max_length,
+        coefficient_rule=config.coefficient_rule,
+    )
+
+
+def minibatch_diagnostics(
+    config: PolicyLossConfig, log_ratio: Tensor, psi: Tensor, advantages: Tensor, mask: Tensor
+) -> dict[str, Tensor]:
+    """Per-minibatch diagnostics of `M` minibatches of the loss's estimator, all `[M]` float64.
+
+    Args:
+        log_ratio: `[M, B, G]` trajectory log-ratios; psi, mask: `[M, B, G, T]` (`psi` from
+            `gradient_weights`); advantages: `[M, B, G]`.
+    Returns:
+        `removed_mass` (mean over groups of `(1/G) sum (1 - w_i) rho_i`) and `capped_frac`
+        (fraction of groups for GMC, of trajectories otherwise, with `w < 1`) for the
+        trajectory-level losses, NaN for the token-level ones; `clipped_token_frac` (fraction of
+        response tokens with `A != 0` whose gradient the token clip or A-3PO's mask removed,
+        i.e. `psi = 0`) for the token-level losses, NaN for the trajectory-level ones.
+    """
+    nan = torch.full((log_ratio.shape[0],), math.nan, dtype=torch.float64)
+    if not config.trajectory_level:
+        relevant = mask.bool() & (advantages != 0).unsqueeze(-1)
+        zeroed = relevant & (psi == 0)
+        clipped = (
+            zeroed.flatten(1).sum(1).double() / relevant.flatten(1).sum(1).clamp(min=1).double()
+        )
+        return {"removed_mass": nan, "capped_frac": nan, "clipped_token_frac": clipped}
+    diag = group_diagnostics(
+        config.method,
+        log_ratio,
+        config.eps,
+        truncation=config.truncation,
+        rule=config.coefficient_rule,
+    )
+    capped = capped_units(config.method, diag["capped"])
+    return {
+        "removed_mass": diag["removed_mass"].mean(dim=-1),
+        "capped_frac": capped.double().flatten(1).mean(dim=1),
+        "clipped_token_frac": nan,
     }

@@ -6,20 +6,24 @@ A checkpoint is a folder `RUN/checkpoints/step_<NNNNNN>/`:
 model/                  save_pretrained (model.safetensors, config.json) + the tokenizer
 optimizer.safetensors   every tensor of the optimizer state (`state.<param>.<key>`)
 schedule.safetensors    every tensor of the stored batches of the staleness queue
-state.safetensors       RNG states (torch CPU, CUDA, numpy) and GAC's previous gradient
+state.safetensors       RNG states (torch CPU, CUDA, numpy) and the method's state (the tensors
+                        of its gradient edit: GAC's previous gradient), `method.<key>`
 state.json              step, counters, optimizer param groups and scalars, scheduler state,
-                        the queue's entries (versions, launch and ready times), python RNG
+                        the queue's entries (versions, launch and ready times), python RNG,
+                        the method state's keys
 ```
 
 Everything is tensors (safetensors) or JSON, so loading never runs `pickle`. The folder is
 written under a temporary name and renamed into place (`os.replace`), so a run killed while
 writing leaves the previous checkpoint intact and no half-written `step_*` folder.
-`llm_runs.evaluate` reads `step_<N>/model/` directly (`gmc-grpo llm eval --model RUN`).
+
+Model resolution lives here too: `resolve_model(path, step)` turns a model directory or a
+training run directory (its `checkpoints/step_<N>/model/`) into the model folder to load, which
+is how `gmc-grpo llm eval --model RUN --step N` evaluates a checkpoint.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -171,7 +175,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     schedule_state: Mapping[str, Any],
-    gac_previous: torch.Tensor | None,
+    method_state: Mapping[str, torch.Tensor | None] | None,
     counters: Mapping[str, Any],
     keep: int,
 ) -> Path:
@@ -190,8 +194,10 @@ def save_checkpoint(
     save_file(sched_tensors, str(tmp / "schedule.safetensors"))
     rng_tensors, rng_meta = rng_state()
     state_tensors = dict(rng_tensors)
-    if gac_previous is not None:
-        state_tensors["gac.previous_gradient"] = gac_previous.detach().cpu().contiguous()
+    method_state = dict(method_state or {})
+    for key, value in method_state.items():
+        if value is not None:
+            state_tensors[f"method.{key}"] = value.detach().cpu().contiguous()
     save_file(state_tensors, str(tmp / "state.safetensors"))
     scheduler_state = {k: v for k, v in scheduler.state_dict().items()}
     atomic_write_json(
@@ -203,6 +209,7 @@ def save_checkpoint(
             "scheduler": scheduler_state,
             "schedule": sched_meta,
             "rng": rng_meta,
+            "method_state_keys": sorted(method_state),
         },
     )
     if final.exists():
@@ -216,7 +223,8 @@ def save_checkpoint(
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint folder (no pickle): a dict with `step`, `counters`, `model_dir`,
     `optimizer` (a `state_dict`), `scheduler` (a `state_dict`), `schedule` (a core schedule
-    `state_dict` whose entries hold `TrajectoryBatch`es), `gac_previous` and `rng`."""
+    `state_dict` whose entries hold `TrajectoryBatch`es), `method_state` (the method's
+    gradient-edit state, `{key: tensor or None}`) and `rng`."""
     path = Path(path)
     meta = read_json(path / "state.json")
     state_tensors = load_file(str(path / "state.safetensors"))
@@ -231,9 +239,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         "schedule": _schedule_from_flat(
             load_file(str(path / "schedule.safetensors")), meta["schedule"]
         ),
-        "gac_previous": state_tensors.get("gac.previous_gradient"),
+        "method_state": _method_state(meta, state_tensors),
         "rng": ({k: v for k, v in state_tensors.items() if k.startswith("rng.")}, meta["rng"]),
     }
+
+
+def _method_state(meta: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> dict:
+    if "method_state_keys" in meta:
+        return {key: tensors.get(f"method.{key}") for key in meta["method_state_keys"]}
+    # a checkpoint written before the method registry: GAC's state had a key of its own
+    return {"previous_gradient": tensors.get("gac.previous_gradient")}
 
 
 def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:
@@ -242,7 +257,59 @@ def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:
     return [entry["batch"] for entry in state[key]]
 
 
-def describe(path: str | Path) -> str:
-    """One line about a checkpoint folder (for logs)."""
-    meta = json.loads((Path(path) / "state.json").read_text())
-    return f"checkpoint {path} (step {meta['step']})"
+# -- model resolution ------------------------------------------------------------------------
+
+_STEP_IN_NAME = re.compile(r"(\d+)$")
+
+
+def step_from_name(path: Path) -> int | None:
+    """The trailing integer of a checkpoint folder name (`step_000800` -> 800), else None."""
+    match = _STEP_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else None
+
+
+def _model_dir_in(checkpoint: Path) -> Path | None:
+    """The Hugging Face model folder of a checkpoint: itself or its `model/` subfolder."""
+    for candidate in (checkpoint, checkpoint / "model"):
+        if (candidate / "config.json").is_file():
+            return candidate
+    return None
+
+
+def resolve_model(model: str | Path, step: int | None = None) -> tuple[Path, int | None]:
+    """`(model_dir, step)` for a model directory or a run directory with `checkpoints/`.
+
+    A run directory picks the checkpoint whose folder name ends in `step` (or the highest step).
+    Raises `FileNotFoundError` naming the path and what was expected there.
+    """
+    path = Path(model)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"--model {str(path)!r} does not exist: pass a Hugging Face model directory or a "
+            "training run directory with checkpoints/"
+        )
+    direct = _model_dir_in(path)
+    if direct is not None:
+        return direct, step if step is not None else step_from_name(path)
+    checkpoints = path / CHECKPOINT_DIR
+    if not checkpoints.is_dir():
+        raise FileNotFoundError(
+            f"--model {str(path)!r} is neither a model directory (no config.json) nor a run "
+            "directory (no checkpoints/ folder)"
+        )
+    found = {
+        s: c for c in checkpoints.iterdir() if c.is_dir() and (s := step_from_name(c)) is not None
+    }
+    if not found:
+        raise FileNotFoundError(f"{checkpoints} holds no checkpoint folders named like step_<N>")
+    chosen = step if step is not None else max(found)
+    if chosen not in found:
+        raise FileNotFoundError(
+            f"{checkpoints} has no checkpoint for step {chosen}; available: {sorted(found)}"
+        )
+    model_dir = _model_dir_in(found[chosen])
+    if model_dir is None:
+        raise FileNotFoundError(
+            f"checkpoint {found[chosen]} holds no model (no config.json in it or in model/)"
+        )
+    return model_dir, chosen

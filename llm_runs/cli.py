@@ -14,11 +14,11 @@ import sys
 # subcommand -> (module with `add_arguments(parser)` and `run(args) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": (
-        "llm_runs.evaluate",
+        "llm_runs.eval_cli",
         "evaluate a model or checkpoint on the six benchmarks (greedy, avg@n, pass@k, macro)",
     ),
     "train": (
-        "llm_runs.train",
+        "llm_runs.train_cli",
         "train with GRPO/TIC/GMC/VCPO/GAC/A-3PO under fixed or simulated delays (recipes: --recipe)",
     ),
     "data": (
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(module.run(args) or 0)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        # Bad input: one clear line, no traceback (DESIGN.md, Errors).
+        # Bad input: one clear line, no traceback (`docs/DESIGN.md`, "Errors").
         print(f"{PROG} {name}: error: {exc}", file=sys.stderr)
         return 2
 

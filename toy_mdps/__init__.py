@@ -1,16 +1,19 @@
 """toy_mdps: small autoregressive token MDPs with exact J, grad J and KL.
 
 Every estimator's bias and second moment is measured against the exact gradient obtained by
-enumerating all responses (`gmc-grpo toy ...`). Public API (DESIGN.md): `TokenMDP`,
+enumerating all responses (`gmc-grpo toy ...`). Public API (`docs/DESIGN.md`): `TokenMDP`,
 `TokenMDP.random_parameters`, `exact_objective`, `exact_gradient`, `exact_kl`; the estimator
-statistics live in `toy_mdps.statistics`, the sweep in `toy_mdps.sweep`.
+statistics live in `toy_mdps.statistics`, the sweep in `toy_mdps.sweep`, the
+asynchronous learners in `toy_mdps.train`.
 
 The names are imported lazily (PEP 562) so that `gmc-grpo toy --help` does not import torch.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gmc_grpo.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from toy_mdps.exact import exact_gradient, exact_kl, exact_objective
@@ -26,9 +29,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'toy_mdps' has no attribute {name!r}")
+__getattr__ = lazy_attributes("toy_mdps", _LAZY)

@@ -7,8 +7,6 @@ tabular softmax, `theta` the `[S, V]` logits table). Prompts are uniform, so
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
@@ -139,8 +137,3 @@ def coverage_constant(mdp: TokenMDP, *thetas: Tensor, policy: Policy | None = No
 def lipschitz_constant(mdp: TokenMDP, policy: Policy | None = None) -> float:
     """`L` of Assumption 1 for the policy class (tabular: 1/2; see `toy_mdps.policies`)."""
     return _policy(mdp, policy).lipschitz_constant()
-
-
-def log_vocab_size(mdp: TokenMDP) -> float:
-    """`log |A|` of Prop. 1."""
-    return math.log(mdp.vocab_size)

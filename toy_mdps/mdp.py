@@ -148,10 +148,6 @@ class TokenMDP:
     def responses_per_prompt(self) -> int:
         return num_responses_per_prompt(self.vocab_size, self.max_length)
 
-    @property
-    def states_per_prompt(self) -> int:
-        return self.num_states // self.num_prompts
-
     def random_parameters(self, seed: int = 0, scale: float = 1.0) -> Tensor:
         """Tabular softmax logits `[S, V]`, i.i.d. `N(0, scale^2)` from an explicit generator."""
         gen = torch.Generator().manual_seed(seed)

@@ -17,8 +17,8 @@ the other responses are independent draws and `E_mu[rho_i grad log pi(y_i)] = 0`
 centered advantage `r_i - r_bar` (which contains `r_i / G`) `A_i = (G-1)/G * A_i^LOO`, so the IS
 estimator has mean `((G-1)/G) grad J / T`: biased by the factor `(G-1)/G`, whatever the delay.
 The `std` advantage targets a different, data-scaled objective. Hence the sweeps use `loo` for
-every method by default (so methods differ only in their weighting, as ALGORITHMS.md asks);
-`advantage = "paper"` uses `gmc_grpo.losses.PAPER_ADVANTAGE` instead.
+every method by default (so methods differ only in their weighting, `docs/METHODS.md`);
+`advantage = "paper"` uses each method's own (its `gmc_grpo.methods` spec) instead.
 
 **Squared bias.** `||mean(g) - target||^2 - tr(Cov)/M` (the unbiased U-statistic
 `1/(M(M-1)) sum_{i != j} <g_i - target, g_j - target>`), with a normal interval from the
@@ -38,8 +38,9 @@ import torch
 from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
-from gmc_grpo.estimators import TRAJECTORY_METHODS, group_diagnostics, token_gradient_weights
-from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig
+from gmc_grpo.losses import PolicyLossConfig, gradient_weights, minibatch_diagnostics
+from gmc_grpo.methods import get_method
+from gmc_grpo.stats import normal_quantile
 from toy_mdps.exact import (
     exact_gradient,
     log_policy_table,
@@ -55,16 +56,10 @@ AdvantageChoice = Literal["loo", "centered", "std", "paper"]
 _CHUNK_ENTRIES = 4_000_000
 
 
-def _z(level: float) -> float:
-    """Two-sided normal quantile for a confidence `level` in (0, 1)."""
-    if not 0 < level < 1:
-        raise ValueError(f"confidence level must be in (0, 1), got {level}")
-    return math.sqrt(2.0) * float(torch.erfinv(torch.tensor(level, dtype=torch.float64)))
-
-
 def advantage_kind(method: str, choice: AdvantageChoice) -> str:
-    """The advantage kind of `method`: `choice`, or the paper's (`PAPER_ADVANTAGE`) for `paper`."""
-    return PAPER_ADVANTAGE[method] if choice == "paper" else choice
+    """The advantage kind of `method`: `choice`, or the method's own (its registry spec, Appendix
+    B.1) for `paper`."""
+    return get_method(method).advantage_kind(choice)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -163,49 +158,22 @@ def gradient_estimates(
     lb = behavior_log_table[states, tokens] * mask
     rewards = mdp.rewards[responses]  # [L, B, G]
     adv = adv_lib.compute(rewards, advantage)  # type: ignore[arg-type]
-    lag = None
-    if config.method == "a3po":
-        if version_lag is None:
-            raise ValueError("method 'a3po' needs version_lag (learner versions behind)")
-        lag = torch.full((L, B, G), float(version_lag), dtype=lp.dtype)
-    psi = token_gradient_weights(
-        config.method,
-        lp,
-        lb,
-        adv,
-        mask,
-        eps=config.eps,
-        truncation=config.truncation,
-        clip_low=config.clip_low,
-        clip_high=config.clip_high,
-        version_lag=lag,
-        a3po_mask_threshold=config.a3po_mask_threshold,
-        aggregation=config.aggregation,
-        max_length=config.max_length,
-    )
+    # the lag reaches the losses that read it (A-3PO); the others ignore it
+    lag = None if version_lag is None else torch.full((L, B, G), float(version_lag), dtype=lp.dtype)
+    psi = gradient_weights(config, lp, lb, adv, mask, version_lag=lag)
     logit_grad = logit_gradient(
         mdp, log_table, states.reshape(L, -1), tokens.reshape(L, -1), psi.reshape(L, -1)
     )
     grads = pol.pullback(logit_grad).reshape(L, -1)
-
     s = (lp - lb).sum(dim=-1)  # [L, B, G]
-    nan = torch.full((L,), math.nan, dtype=torch.float64)
-    if config.method in TRAJECTORY_METHODS:
-        diag = group_diagnostics(config.method, s, config.eps, truncation=config.truncation)
-        removed = diag["removed_mass"].mean(dim=-1)
-        capped = diag["capped"]
-        frac = capped.any(dim=-1) if config.method == "gmc" else capped
-        capped_frac = frac.double().flatten(1).mean(dim=1)
-        clipped = nan
-    else:
-        removed, capped_frac = nan, nan
-        # psi = ratio * A * (kept branch) / norm: zero with A != 0 iff the clip or mask removed it.
-        relevant = mask & (adv != 0).unsqueeze(-1)
-        zeroed = relevant & (psi == 0)
-        clipped = (
-            zeroed.flatten(1).sum(1).double() / relevant.flatten(1).sum(1).clamp(min=1).double()
-        )
-    return Estimates(grads, removed, capped_frac, clipped, s.flatten(1).max(dim=1).values)
+    diag = minibatch_diagnostics(config, s, psi, adv, mask)
+    return Estimates(
+        grads,
+        diag["removed_mass"],
+        diag["capped_frac"],
+        diag["clipped_token_frac"],
+        s.flatten(1).max(dim=1).values,
+    )
 
 
 def _cat(parts: list[Estimates]) -> Estimates:
@@ -257,7 +225,7 @@ def mean_interval(samples: Tensor, level: float = 0.95) -> Interval:
     m = x.numel()
     mean = float(x.mean())
     se = float(x.std(unbiased=True)) / math.sqrt(m) if m > 1 else math.inf
-    z = _z(level)
+    z = normal_quantile(level)
     return Interval(mean, mean - z * se, mean + z * se, level)
 
 
@@ -296,7 +264,7 @@ def squared_bias(gradients: Tensor, target: Tensor, level: float = 0.95) -> Bias
     u_loo = (SS - 2 * (d @ S) - Q + 2 * q_i) / ((M - 1) * (M - 2))
     var = (M - 1) / M * ((u_loo - u_loo.mean()) ** 2).sum()
     se = float(var.sqrt())
-    z = _z(level)
+    z = normal_quantile(level)
     raw = float(SS) / M**2
     noise = float((Q - SS / M) / (M - 1)) / M
     u = float(U)

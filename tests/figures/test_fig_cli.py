@@ -67,7 +67,7 @@ def test_help_is_fast_and_imports_no_matplotlib() -> None:
 
 
 def test_reproduce_figures_stage_reads_sibling_stages(root: Path, tmp_path: Path) -> None:
-    from gmc_grpo.reproduce import STAGES, figures_stage
+    from pipeline.reproduce import STAGES, figures_stage
 
     assert STAGES[-1].name == "figures"
     results = tmp_path / "results"

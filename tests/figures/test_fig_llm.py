@@ -95,7 +95,7 @@ def test_plots_accept_axes_and_return_the_figure(runs: list[Run], tmp_path: Path
     plt = pyplot()
     fig, axes = plt.subplots(1, 3)
     data = llm.figure2_data(runs)
-    assert llm.plot_figure2(data, ax=axes) is fig
+    assert plot_panels(data, ax=axes) is fig
     lines = axes[2].get_lines()
     gmc = [line for line in lines if line.get_label() == "GMC-GRPO"]
     assert list(gmc[0].get_ydata()) == data.series(128, "gmc").values

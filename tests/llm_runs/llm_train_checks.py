@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from llm_runs.train import TrainConfig
+from llm_runs.config import TrainConfig
 
 # what every CPU test run of the trainer shares
 CPU_RUN = dict(optimizer="adamw", engine="hf", learner_device="cpu", progress=False)

@@ -60,7 +60,7 @@ def test_errors_are_one_line_with_exit_status_2(
 
 
 def test_config_file_and_flags_merge(tmp_path) -> None:
-    from llm_runs.evaluate import config_from_args
+    from llm_runs.eval_cli import config_from_args
 
     path = tmp_path / "eval.toml"
     path.write_text('[eval]\nbenchmarks = ["math500", "amc23"]\nn = 4\nseed = 3\n')
@@ -75,7 +75,7 @@ def test_config_file_and_flags_merge(tmp_path) -> None:
 
 
 def test_top_level_cli_routes_to_llm(capsys: pytest.CaptureFixture[str]) -> None:
-    from gmc_grpo.cli import main as top_main
+    from pipeline.cli import main as top_main
 
     assert top_main(["llm", "--help"]) == 0
     assert "eval" in capsys.readouterr().out
@@ -84,7 +84,7 @@ def test_top_level_cli_routes_to_llm(capsys: pytest.CaptureFixture[str]) -> None
 def test_shipped_eval_recipe_is_the_paper_protocol(tmp_path) -> None:
     from pathlib import Path
 
-    from llm_runs.evaluate import EvalConfig, read_config_file
+    from llm_runs.eval_config import EvalConfig, read_config_file
 
     recipe = Path(__file__).resolve().parents[2] / "llm_runs" / "configs" / "eval_b1.toml"
     cfg = EvalConfig(model="m", out="o", **read_config_file(recipe))

@@ -14,14 +14,13 @@ from gmc_grpo import advantages as advantage_lib  # noqa: E402
 from gmc_grpo.estimators import token_gradient_weights  # noqa: E402
 from gmc_grpo.hooks import vcpo_baseline_advantages  # noqa: E402
 from gmc_grpo.losses import PolicyLossConfig  # noqa: E402
+from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for  # noqa: E402
 from llm_runs.learner import (  # noqa: E402
-    CosineWithWarmup,
     Learner,
     LearnerSettings,
     TrajectoryBatch,
     batch_logprobs,
     chunked_token_logprobs,
-    warmup_steps_for,
 )
 from llm_runs.tiny import build_tiny_qwen3, sequence_logprobs  # noqa: E402
 
@@ -170,7 +169,7 @@ def test_vcpo_gradient_with_its_baseline_equals_hand_formula(model_dir):
     truncated-IS gradient; everything recomputed by hand from per-token scores."""
     model = load_model(model_dir)
     batch = make_batch(model, groups=1, group_size=2, seed=5)
-    learner = make_learner(model, "vcpo", "vcpo", 1, "std")
+    learner = make_learner(model, "vcpo", "vcpo", 1, "paper")  # "paper": its own baseline
     learner.gradient(batch, 0)
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad(set_to_none=True)
@@ -191,6 +190,53 @@ def test_vcpo_gradient_with_its_baseline_equals_hand_formula(model_dir):
         "vcpo", current, batch.engine_logprobs, adv, mask, max_length=T_MAX
     )
     want = hand_gradient(model, psi, scores)
+    for g, w in zip(got, want, strict=True):
+        close(g, w)
+
+
+def test_a_registered_method_gradient_equals_its_hand_formula(model_dir):
+    """The README's soft GMC (`examples/soft_gmc.py`), one registry spec with a coefficient rule:
+    the learner's gradient equals `psi` of the core hand formula with that rule."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from examples.soft_gmc import SOFT_GMC, soft_gmc_log_coefficients
+    from gmc_grpo.methods import MethodSettings, register_method, unregister_method
+
+    register_method(SOFT_GMC, replace=True)
+    model = load_model(model_dir)
+    batch = make_batch(model, groups=2, group_size=3, seed=7)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0)
+    settings = LearnerSettings(
+        method="soft_gmc",
+        loss=SOFT_GMC.loss_config(MethodSettings(), max_length=T_MAX),
+        advantage="paper",
+        groups_per_micro=1,
+        logit_chunk=5,
+        grad_clip=1.0,
+    )
+    try:
+        Learner(model, optimizer, scheduler, settings).gradient(batch, 0)
+    finally:
+        unregister_method("soft_gmc")
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+
+    current = batch_logprobs(model, batch, chunk=3, groups_per_micro=2)
+    adv = advantage_lib.compute(batch.rewards, "loo")  # soft GMC's advantage, as GMC's
+    psi = token_gradient_weights(
+        "soft_gmc",
+        current,
+        batch.engine_logprobs,
+        adv,
+        batch.response_mask(),
+        max_length=T_MAX,
+        coefficient_rule=soft_gmc_log_coefficients,
+    )
+    assert float(psi.abs().sum()) > 0
+    want = hand_gradient(model, psi, token_scores(model, batch))
     for g, w in zip(got, want, strict=True):
         close(g, w)
 

@@ -14,8 +14,10 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
+from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
-from llm_runs.train import TrainConfig, Trainer, load_recipe, train  # noqa: E402
+from llm_runs.recipes import load_recipe  # noqa: E402
+from llm_runs.train import Trainer, train  # noqa: E402
 
 TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
 
@@ -158,12 +160,12 @@ def test_missing_model_directory(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"group_size": 1}, "group_size must be >= 2"),
+        ({"group_size": 1}, "group_size=1: must be >= 2"),
         ({"rollout_prompts": 6, "inner_steps": 4}, "not divisible into inner_steps=4"),
         ({"groups_per_micro": 3}, "groups_per_micro=3"),
-        ({"method": "ppo"}, "method must be one of"),
+        ({"method": "ppo"}, "method='ppo': must be a registered method"),
         ({"total_steps": 5, "inner_steps": 2, "rollout_prompts": 4}, "multiple of inner_steps"),
-        ({"schedule": "length_coupled", "delay": 4}, "delay must be 0"),
+        ({"schedule": "length_coupled", "delay": 4}, "delay=4: must be 0"),
         ({"sft_steps": 5, "task": "math", "reward": "math_verify"}, "sft_steps"),
     ],
 )
@@ -222,7 +224,7 @@ def test_cli_train_is_registered_and_rejects_bad_input(tmp_path, capsys):
 
 
 def test_every_shipped_recipe_builds_a_valid_config():
-    from llm_runs.train import CONFIG_DIR, config_from_values
+    from llm_runs.recipes import CONFIG_DIR, config_from_values
 
     names = sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
     assert {"tiny", "fixed_delay_qwen3_1p7b", "simulated_async", "group_size"} <= set(names)
@@ -247,3 +249,29 @@ def test_missing_tensorboard_is_reported_before_compute(tmp_path):
         pytest.skip("tensorboard is installed here")
     with pytest.raises(RuntimeError, match="pip install tensorboard"):
         Trainer(tiny_config(tmp_path / "run", log_to=("tensorboard",)), notice=quiet)
+
+
+def test_a_registered_method_trains_through_the_whole_loop(tmp_path):
+    """The README's soft GMC (`examples/soft_gmc.py`), registered as one spec, through the LLM
+    trainer: D = 0 with the learner's own log-probs makes every ratio 1, so each group keeps the
+    smooth scale `alpha = (1 + (1/1.28)^4)^(-1/4)` and loses `1 - alpha` of its mass."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from examples.soft_gmc import SOFT_GMC
+    from gmc_grpo.methods import register_method, unregister_method
+
+    register_method(SOFT_GMC, replace=True)
+    try:
+        config = tiny_config(tmp_path / "run", method="soft_gmc", behavior_logprobs="learner")
+        summary = train(config, reward_fn=even_first_char, notice=quiet)
+    finally:
+        unregister_method("soft_gmc")
+    assert summary["method"] == "soft_gmc"
+    rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    alpha = (1 + (1 / 1.28) ** 4) ** -0.25
+    for r in rows:
+        assert r["ratio/log_max"] == 0.0
+        assert r["ratio/capped_frac"] == 1.0  # every trajectory has w < 1
+        assert r["ratio/removed_mass"] == pytest.approx(1 - alpha, rel=1e-6)

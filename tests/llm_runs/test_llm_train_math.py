@@ -13,8 +13,9 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 from llm_train_checks import cpu_config, one_thread  # noqa: E402, F401
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
+from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3  # noqa: E402
-from llm_runs.train import TrainConfig, train  # noqa: E402
+from llm_runs.train import train  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 

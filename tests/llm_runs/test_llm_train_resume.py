@@ -12,7 +12,8 @@ from safetensors.torch import load_file  # noqa: E402
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
-from llm_runs.train import TrainConfig, Trainer, train  # noqa: E402
+from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.train import Trainer, train  # noqa: E402
 
 
 class Killed(Exception):
@@ -111,3 +112,19 @@ def test_checkpoint_is_safetensors_and_json_only(tmp_path):
 def test_resume_without_checkpoint_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         Trainer(config(tmp_path / "run", resume=True), reward_fn=even_first_char, notice=quiet)
+
+
+def test_method_state_of_new_and_old_checkpoints():
+    """The method's state is stored under `method.<key>`; a checkpoint written before the method
+    registry kept GAC's previous gradient as `gac.previous_gradient` and is still read."""
+    import torch
+
+    grad = torch.arange(3.0)
+    new = ckpt._method_state(
+        {"method_state_keys": ["previous_gradient"]}, {"method.previous_gradient": grad}
+    )
+    assert torch.equal(new["previous_gradient"], grad)
+    assert ckpt._method_state({"method_state_keys": []}, {}) == {}
+    old = ckpt._method_state({}, {"gac.previous_gradient": grad})
+    assert torch.equal(old["previous_gradient"], grad)
+    assert ckpt._method_state({}, {}) == {"previous_gradient": None}

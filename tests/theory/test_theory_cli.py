@@ -41,7 +41,7 @@ def test_out_writes_plots_and_no_torch(tmp_path: Path) -> None:
     """Through the top-level CLI in a fresh interpreter: files written, torch never imported."""
     code = (
         "import sys\n"
-        "from gmc_grpo.cli import main\n"
+        "from pipeline.cli import main\n"
         f"rc = main(['theory', '--json', '--out', {str(tmp_path)!r}])\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
         "sys.exit(rc)\n"

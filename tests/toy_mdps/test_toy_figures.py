@@ -16,9 +16,11 @@ from figures.toy_bias import (
     plot_second_moment_vs_staleness,
     write_toy_figures,
 )
-from toy_mdps.analysis import group_size_slopes
-from toy_mdps.config import SweepConfig
+from gmc_grpo.records import read_json
+from pipeline.toy import draw_figures
 from toy_mdps.sweep import run_sweep
+from toy_mdps.sweep.analysis import group_size_slopes
+from toy_mdps.sweep.config import SweepConfig
 
 torch.set_num_threads(1)
 
@@ -39,11 +41,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepConfig]:
     )
     out = tmp_path_factory.mktemp("toy") / "run"
     run_sweep(config, out, progress=False)
+    draw_figures("sweep", out)  # the figure step of `gmc-grpo toy sweep`
     return out, config
 
 
 def test_sweep_writes_png_and_pdf(run: tuple[Path, SweepConfig]) -> None:
     out, _ = run
+    listed = read_json(out / "summary.json")["figures"]
+    assert len(listed) == 8 and all((out / name).exists() for name in listed)
     for stem in (
         "bias_vs_staleness",
         "second_moment_vs_staleness",

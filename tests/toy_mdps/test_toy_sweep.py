@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from gmc_grpo.records import read_json, read_jsonl
-from toy_mdps.analysis import fit_log_log_slope
 from toy_mdps.cli import COMMANDS, main
-from toy_mdps.config import CONFIG_DIR, SweepConfig
+from toy_mdps.problem import CONFIG_DIR
 from toy_mdps.sweep import TABLE_COLUMNS, grid_points, row_key, run_sweep
+from toy_mdps.sweep.analysis import fit_log_log_slope
+from toy_mdps.sweep.config import SweepConfig
 
 torch.set_num_threads(1)
 
@@ -26,7 +27,7 @@ TINY = {
     "vocab_size": 3,
     "max_length": 3,
     "trajectory_steps": 6,
-    "learning_rate": 5.0,
+    "lr": 5.0,
     "delays": [0, 3, 6],
     "group_sizes": [2, 4],
     "eps_values": [0.1, 0.28],
@@ -164,8 +165,9 @@ def test_cli_sweep_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     rows = read_jsonl(out / "metrics.jsonl")
     assert {r["method"] for r in rows} == {"is", "gmc"}
     assert "is_unbiased" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="group_sizes"):
-        main(["sweep", "--config", str(config_path), "--out", str(out), "--group-sizes", "1"])
+    bad = ["sweep", "--config", str(config_path), "--out", str(out), "--group-sizes", "1"]
+    assert main(bad) == 2  # one line naming the field, exit status 2
+    assert "SweepConfig.group_sizes=[1]" in capsys.readouterr().err
 
 
 def test_cli_help_does_not_import_torch() -> None:

@@ -8,18 +8,13 @@ import pytest
 import torch
 
 from gmc_grpo import hooks
+from gmc_grpo.methods import PAPER_METHODS
 from toy_mdps.behavior import reference_trajectory
 from toy_mdps.exact import exact_gradient, exact_objective, exact_token_entropy
-from toy_mdps.learner import (
-    TRAIN_METHODS,
-    AsyncLearner,
-    TrainConfig,
-    exact_state,
-    lr_at,
-    trajectory_score_norm_sq,
-)
 from toy_mdps.policies import make_policy
 from toy_mdps.statistics import squared_bias
+from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.learner import AsyncLearner, exact_state, lr_at, trajectory_score_norm_sq
 
 torch.set_num_threads(1)
 
@@ -27,7 +22,7 @@ TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=
 
 
 def _config(**kw: object) -> TrainConfig:
-    return TrainConfig(**{**TINY, "num_steps": 6, "seeds": [0, 1], **kw})  # type: ignore[arg-type]
+    return TrainConfig(**{**TINY, "total_steps": 6, "seeds": [0, 1], **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("policy", ["tabular", "loglinear"])
@@ -72,10 +67,10 @@ def test_is_at_zero_delay_matches_exact_gradient_ascent_in_expectation() -> None
         method="is",
         delay=0,
         optimizer="sgd",
-        learning_rate=lr,
+        lr=lr,
         lr_schedule="constant",
         grad_clip=None,
-        num_steps=steps,
+        total_steps=steps,
         seeds=seeds,
         num_groups=4,
     )
@@ -104,7 +99,7 @@ def test_is_at_zero_delay_matches_exact_gradient_ascent_in_expectation() -> None
 
 
 def test_realised_lag_equals_delay_in_steady_state() -> None:
-    learner = AsyncLearner(_config(delay=3, num_steps=10))
+    learner = AsyncLearner(_config(delay=3, total_steps=10))
     lags = [learner.train_step()[0]["staleness/lag"] for _ in range(10)]
     assert lags == [0, 1, 2, 3, 3, 3, 3, 3, 3, 3]
     assert learner.schedules[1].realised_lags == [int(x) for x in lags]
@@ -137,7 +132,7 @@ def test_gac_removes_exactly_the_parallel_component_above_the_threshold() -> Non
     out, info = hooks.gac_project(torch.tensor([1.0, 1.0]), state)  # cos = 0.707 > 0.30
     assert info["gac/removed_frac"] == 1.0
     assert torch.allclose(out, torch.tensor([0.0, 1.0]))
-    learner = AsyncLearner(_config(method="gac", delay=1, num_steps=30, grad_clip=None))
+    learner = AsyncLearner(_config(method="gac", delay=1, total_steps=30, grad_clip=None))
     previous = None
     seen_high = seen_low = False
     for _ in range(30):
@@ -175,7 +170,7 @@ def test_vectorised_seeds_equal_runs_one_by_one() -> None:
 
 
 def test_adam_matches_torch_adam_per_seed() -> None:
-    cfg = _config(method="is", lr_schedule="constant", grad_clip=None, learning_rate=0.1)
+    cfg = _config(method="is", lr_schedule="constant", grad_clip=None, lr=0.1)
     learner = AsyncLearner(cfg)
     params = [torch.nn.Parameter(learner.theta[s].clone()) for s in range(2)]
     optims = [
@@ -191,7 +186,7 @@ def test_adam_matches_torch_adam_per_seed() -> None:
         assert torch.allclose(learner.theta[s], params[s].detach(), atol=1e-10)
 
 
-@pytest.mark.parametrize("method", TRAIN_METHODS)
+@pytest.mark.parametrize("method", [s.name for s in PAPER_METHODS])
 def test_every_method_writes_every_metric(method: str) -> None:
     learner = AsyncLearner(_config(method=method, delay=2))
     for _ in range(4):
@@ -213,7 +208,7 @@ def test_every_method_writes_every_metric(method: str) -> None:
 
 
 def test_length_coupled_lags_follow_lengths() -> None:
-    cfg = _config(schedule="length_coupled", lam=2.0, num_steps=40, seeds=[0, 1, 2])
+    cfg = _config(schedule="length_coupled", lam=2.0, total_steps=40, seeds=[0, 1, 2])
     learner = AsyncLearner(cfg)
     lags = [[r["staleness/lag"] for r in learner.train_step()] for _ in range(40)]
     late = [lag for step in lags[20:] for lag in step]

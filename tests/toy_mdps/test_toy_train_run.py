@@ -10,17 +10,18 @@ import pytest
 import torch
 
 from gmc_grpo.records import METRIC_NAMES, read_json, read_jsonl
-from toy_mdps import train_cli
-from toy_mdps.learner import CONFIG_DIR, TrainConfig
-from toy_mdps.train import (
+from gmc_grpo.stats import t_interval
+from pipeline.toy import draw_figures
+from toy_mdps.problem import CONFIG_DIR
+from toy_mdps.train import cli as train_cli
+from toy_mdps.train.analysis import eps_star_fit, verdict
+from toy_mdps.train.config import (
     QUICK_EXPERIMENTS,
     ExperimentConfig,
-    run_experiment,
+    TrainConfig,
     shipped_experiment,
-    t_interval,
-    train,
 )
-from toy_mdps.train_analysis import eps_star_fit, verdict
+from toy_mdps.train.run import run_experiment, train
 
 torch.set_num_threads(1)
 
@@ -32,7 +33,8 @@ def _lines(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("method", "schedule"), [("gmc", "fixed"), ("gac", "fixed"), ("vcpo", "length_coupled")]
+    ("method", "schedule"),
+    [("gmc", "fixed_delay"), ("gac", "fixed_delay"), ("vcpo", "length_coupled")],
 )
 def test_killed_run_resumes_to_identical_records(
     tmp_path: Path, method: str, schedule: str
@@ -43,7 +45,7 @@ def test_killed_run_resumes_to_identical_records(
         schedule=schedule,
         delay=3,
         lam=1.0,
-        num_steps=12,
+        total_steps=12,
         seeds=[0, 1],
         checkpoint_every=4,
     )
@@ -64,7 +66,7 @@ def test_killed_run_resumes_to_identical_records(
 
 
 def test_records_have_one_row_per_step_per_seed_with_namespaced_metrics(tmp_path: Path) -> None:
-    cfg = TrainConfig(**TINY, method="tic", delay=2, num_steps=5, seeds=[3, 7])
+    cfg = TrainConfig(**TINY, method="tic", delay=2, total_steps=5, seeds=[3, 7])
     summary = train(cfg, tmp_path)
     rows = read_jsonl(tmp_path / "metrics.jsonl")
     assert [(r["step"], r["seed"]) for r in rows] == [(n, s) for n in range(5) for s in (3, 7)]
@@ -75,7 +77,7 @@ def test_records_have_one_row_per_step_per_seed_with_namespaced_metrics(tmp_path
     assert summary["per_seed"]["3"]["convergence_metric"] == pytest.approx(conv, rel=1e-12)
     assert summary["per_seed"]["7"]["lag_tau4"] == pytest.approx((0 + 1 + 16 * 3) / 5)
     with pytest.raises(ValueError, match="different config"):
-        train(TrainConfig(**TINY, method="gmc", num_steps=5, seeds=[3, 7]), tmp_path)
+        train(TrainConfig(**TINY, method="gmc", total_steps=5, seeds=[3, 7]), tmp_path)
 
 
 def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
@@ -83,20 +85,23 @@ def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
         {
             "name": "tiny_delay",
             "kind": "delay_sweep",
-            "base": {**TINY, "num_steps": 8, "seeds": [0, 1, 2]},
+            "base": {**TINY, "total_steps": 8, "seeds": [0, 1, 2]},
             "grid": {"method": ["grpo", "tic", "gmc"], "delay": [0, 4]},
         }
     )
     summary = run_experiment(config, tmp_path, progress=False)
+    assert "figures" not in summary  # the track draws none: the pipeline's figure step does
+    draw_figures("experiment", tmp_path)
+    summary = read_json(tmp_path / "summary.json")
     assert summary["num_points"] == 6
     assert (tmp_path / "results.csv").read_text().count("\n") == 7
     claims = {c["claim"]: c for c in summary["orderings"]}
     assert any("D = 4" in name for name in claims)
     for claim in claims.values():
         assert claim["verdict"] in ("holds", "holds (not significant)", "does not hold")
+    assert summary["figures"]
     for fig in summary["figures"]:
         assert (tmp_path / fig).stat().st_size > 1000
-    assert read_json(tmp_path / "summary.json")["figures"] == summary["figures"]
     # plot functions draw into a given axis and return its figure
     import matplotlib
 
@@ -135,7 +140,7 @@ def test_eps_star_fit_recovers_known_exponents() -> None:
                 rows.append(
                     {
                         "method": "gmc",
-                        "num_steps": n,
+                        "total_steps": n,
                         "delay": int(tau4),
                         "eps": eps,
                         "lag_tau4": tau4,
@@ -156,7 +161,7 @@ def test_eps_star_flat_tail_is_censored_not_fitted() -> None:
     rows = [
         {
             "method": "gmc",
-            "num_steps": n,
+            "total_steps": n,
             "delay": d,
             "eps": eps,
             "lag_tau4": float(d**4),
@@ -203,7 +208,7 @@ def test_experiment_config_errors() -> None:
     with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['delays'\]"):
         ExperimentConfig(grid={"delays": [1]})
     with pytest.raises(ValueError, match="different lengths"):
-        ExperimentConfig(zip={"num_steps": [1, 2], "learning_rate": [0.1]})
+        ExperimentConfig(zip={"total_steps": [1, 2], "lr": [0.1]})
 
 
 def test_cli_run_single_and_experiment(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -238,7 +243,7 @@ def test_cli_run_single_and_experiment(tmp_path: Path, capsys: pytest.CaptureFix
     cfg = {
         "name": "cli_exp",
         "kind": "group_size",
-        "base": {**TINY, "num_steps": 4, "seeds": [0, 1], "delay": 2},
+        "base": {**TINY, "total_steps": 4, "seeds": [0, 1], "delay": 2},
         "grid": {"method": ["gmc", "tic"], "group_size": [2, 4]},
     }
     path = tmp_path / "exp.json"

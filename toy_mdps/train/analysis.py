@@ -2,7 +2,7 @@
 
 Every comparison between two methods is **paired over seeds**: the learners of one seed share
 the initial parameters and the generator seed, so the per-seed difference of a metric is
-summarised with a Student-t interval (`toy_mdps.train.t_interval`). Verdicts:
+summarised with a Student-t interval (`gmc_grpo.stats.paired_difference`). Verdicts:
 
 - `holds`: every difference the claim needs has its interval strictly on the claimed side;
 - `holds (not significant)`: the means are ordered as claimed but some interval contains 0;
@@ -31,8 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from gmc_grpo import stats
 from gmc_grpo.records import read_json
-from toy_mdps.train import ExperimentConfig, t_interval
+from toy_mdps.train.config import ExperimentConfig
 
 SIMILAR_TOL = 0.01
 TIE_RTOL = 1e-9
@@ -49,9 +50,9 @@ def paired_difference(
     out_dir: Path, point_a: str, point_b: str, key: str, level: float = 0.95
 ) -> dict[str, float]:
     """t-interval of the per-seed difference `key(a) - key(b)` (seeds present in both)."""
-    a = _per_seed(out_dir, point_a, key)
-    b = _per_seed(out_dir, point_b, key)
-    return t_interval([a[s] - b[s] for s in a if s in b], level)
+    return stats.paired_difference(
+        _per_seed(out_dir, point_a, key), _per_seed(out_dir, point_b, key), level
+    )
 
 
 def verdict(diffs: list[dict[str, float]], sign: float = 1.0) -> str:
@@ -211,7 +212,7 @@ def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
         tic_s = _per_seed(out_dir, _find(rows, method="tic", group_size=small)["point"], key)
         gmc_l = _per_seed(out_dir, _find(rows, method="gmc", group_size=large)["point"], key)
         tic_l = _per_seed(out_dir, _find(rows, method="tic", group_size=large)["point"], key)
-        dd = t_interval(
+        dd = stats.t_interval(
             [(gmc_l[s] - tic_l[s]) - (gmc_s[s] - tic_s[s]) for s in gmc_s if s in gmc_l],
             level,
         )
@@ -291,14 +292,14 @@ def _fit_exponents(cells: list[dict[str, Any]], key: str) -> dict[str, Any]:
     usable = [t for t in cells if t["tau4"] > 0 and t[key]["censored"] is None]
     out: dict[str, Any] = {"censored_cells": sum(t[key]["censored"] is not None for t in cells)}
     taus = {round(t["tau4"], 6) for t in usable}
-    ns = {t["num_steps"] for t in usable}
+    ns = {t["total_steps"] for t in usable}
     if len(usable) < 4 or len(taus) < 2 or len(ns) < 2:  # 3 coefficients + 1 residual dof
         return out
     X = np.column_stack(
         [
             np.ones(len(usable)),
             np.log([t["tau4"] for t in usable]),
-            np.log([t["num_steps"] for t in usable]),
+            np.log([t["total_steps"] for t in usable]),
         ]
     )
     y = np.log([t[key]["eps_star"] for t in usable])
@@ -331,7 +332,7 @@ def eps_star_fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         if row["method"] != "gmc":
             continue
-        cells.setdefault((row["num_steps"], row["delay"]), []).append(row)
+        cells.setdefault((row["total_steps"], row["delay"]), []).append(row)
     table = []
     for (n, d), cell in sorted(cells.items()):
         cell.sort(key=lambda r: r["eps"])
@@ -342,7 +343,7 @@ def eps_star_fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
         by_final = best_eps(eps, final, minimise=False)
         table.append(
             {
-                "num_steps": n,
+                "total_steps": n,
                 "delay": d,
                 "tau4": float(np.mean([r["lag_tau4"] for r in cell])),
                 "eps_grid": eps,
@@ -396,7 +397,7 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
         lines += ["| --- | --- | --- | --- | --- |"]
         for t in fit["table"]:
             lines.append(
-                f"| {t['num_steps']} | {t['delay']} | {t['tau4']:.3g} "
+                f"| {t['total_steps']} | {t['delay']} | {t['tau4']:.3g} "
                 f"| {_star_text(t['by_convergence'])} | {_star_text(t['by_final_objective'])} |"
             )
         for name, part in (

@@ -1,7 +1,6 @@
 """`gmc-grpo toy train`: one run or a shipped experiment of the asynchronous toy learner.
 
-Register it in `toy_mdps.cli.COMMANDS` as
-`Command(help=..., add_arguments=train_cli.add_arguments, run=train_cli.run)`.
+Registered in `toy_mdps.cli.COMMANDS`.
 
 - `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`): a grid of runs, e.g.
   `delay_quick`, `delay_full`, `group_quick`, `length_quick`, `eps_quick` (files
@@ -9,6 +8,8 @@ Register it in `toy_mdps.cli.COMMANDS` as
 - otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`);
   output `runs/toy_train_<method>_D<delay>/` (one `metrics.jsonl` row per step per seed).
 A directory that already holds the same run or experiment is resumed (`--fresh` starts over).
+An experiment's figures are drawn by the `draw_figures` callback when one is given (the
+`gmc-grpo` command passes `pipeline.toy.draw_figures`; this track imports no `figures`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+
+HELP = "asynchronous learners (fixed delay or length-coupled) with exact metrics every step"
+# `(kind, run directory) -> written figure paths`; kind is "sweep" or "experiment"
+DrawFigures = Callable[[str, Path], list[Path]]
 
 
 def _int_list(text: str) -> list[int]:
@@ -28,18 +33,18 @@ def _optional_float(text: str) -> float | None:
 
 # flag -> (TrainConfig field, parser, help)
 _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
-    "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac or a3po"),
+    "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac, a3po or a registered one"),
     "--eps": ("eps", float, "cap 1 + eps of TIC and GMC (0.28)"),
-    "--schedule": ("schedule", str, "fixed or length_coupled"),
+    "--schedule": ("schedule", str, "fixed_delay or length_coupled"),
     "--delay": ("delay", int, "D of the fixed-delay schedule"),
     "--lam": ("lam", float, "lambda of the length-coupled schedule (launches per token)"),
     "--group-size": ("group_size", int, "G"),
     "--num-groups": ("num_groups", int, "B"),
     "--optimizer": ("optimizer", str, "adam or sgd"),
-    "--lr": ("learning_rate", float, "peak step size"),
+    "--lr": ("lr", float, "peak step size"),
     "--lr-schedule": ("lr_schedule", str, "cosine or constant"),
     "--grad-clip": ("grad_clip", _optional_float, "gradient-norm clip (none disables)"),
-    "--steps": ("num_steps", int, "learner updates N"),
+    "--steps": ("total_steps", int, "learner updates N"),
     "--seeds": ("seeds", _int_list, "comma-separated seeds, run at once"),
     "--advantage": ("advantage", str, "paper, loo, centered or std"),
     "--num-prompts": ("num_prompts", int, "K"),
@@ -74,18 +79,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(flag, type=kind, default=None, help=f"single run: {text}")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     import torch
 
-    from toy_mdps.learner import TrainConfig
-    from toy_mdps.train import (
+    from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
         ExperimentConfig,
-        run_experiment,
+        TrainConfig,
         shipped_experiment,
-        train,
     )
+    from toy_mdps.train.run import run_experiment, train
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -118,13 +122,9 @@ def run(args: argparse.Namespace) -> int:
                 out = (root or Path("runs") / "toy_train") / config.name
             else:
                 out = root or Path("runs") / f"toy_train_{config.name}"
-            summary = run_experiment(
-                config,
-                out,
-                fresh=args.fresh,
-                progress=not args.no_progress,
-                write_figures=False if args.no_figures else None,
-            )
+            summary = run_experiment(config, out, fresh=args.fresh, progress=not args.no_progress)
+            if draw_figures is not None and config.figures and not args.no_figures:
+                draw_figures("experiment", out)
             print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")
             for claim in summary.get("orderings", []):
                 print(f"  {claim['claim']}: {claim['verdict']}  ({claim['detail']})")

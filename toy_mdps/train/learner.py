@@ -11,9 +11,9 @@ learner step:
 3. computes the method's per-token gradient weights `psi` `[S, B, G, T]` with the core library
    (`gmc_grpo.estimators.token_gradient_weights`) and turns them into the update direction
    `g = sum psi grad log pi(y_t | s_t)` with the exact per-token softmax scores (no autograd);
-4. applies the method's learner hooks (VCPO's ESS step size, GAC's projection,
-   `gmc_grpo.hooks`), clips `g` per seed and takes an ascent step (SGD or Adam, elementwise and
-   so independent per seed) with the cosine schedule.
+4. applies the method's hooks from its registry spec (`gmc_grpo.methods`: VCPO's ESS step size,
+   GAC's projection), clips `g` per seed and takes an ascent step (SGD or Adam, elementwise and
+   so independent per seed) with the warm-up + cosine schedule (`gmc_grpo.schedules`).
 
 **Seeds and schedules (design).** Each seed owns its own `torch.Generator` (seeded from the run
 seed and the seed value) and its own schedule object whose batches hold that seed's samples.
@@ -30,14 +30,15 @@ seeds replicate the sampling noise of one learning problem, so averages over see
 expectations of the stochastic learner (e.g. the IS learner at `D = 0` against exact gradient
 ascent).
 
-**Methods.** `is`, `grpo`, `tic`, `gmc`, `vcpo`, `a3po` are the core estimators. `vcpo` adds
-its ESS step-size factor (`hooks.vcpo_step_scale`) and its minimum-variance baseline
-(`hooks.vcpo_baseline_advantages`) whose per-trajectory `||grad log pi(y_i)||^2` is exact here:
-with the per-token logit scores `e_t = onehot(y_t) - pi(. | s_t)` and features `h(s)`,
-`||sum_t e_t (x) h(s_t)||^2 = sum_{t,t'} (e_t . e_t') (h(s_t) . h(s_t'))` (tabular: `h` one-hot).
-`gac` is OUR INTERPRETATION (no public code): the flattened GRPO estimator of each seed is
-projected with `hooks.gac_project` (its state kept per seed). `a3po` gets the realised version
-lag of each group.
+**Methods** come from the registry (`gmc_grpo.methods.get_method(config.method)`); nothing
+here names one. The spec's loss gives `psi` (`token_gradient_weights`, with its coefficient rule
+for a user's method); a `baseline` hook that needs score norms gets the exact per-trajectory
+`||grad log pi(y_i)||^2`: with the per-token logit scores `e_t = onehot(y_t) - pi(. | s_t)` and
+features `h(s)`, `||sum_t e_t (x) h(s_t)||^2 = sum_{t,t'} (e_t . e_t') (h(s_t) . h(s_t'))`
+(tabular: `h` one-hot) -- VCPO's minimum-variance baseline. A `gradient_edit` hook (GAC's
+projection, our interpretation) edits each seed's flattened direction with that seed's state;
+a `step_scale` hook (VCPO's ESS factor) scales each seed's step size; a method that
+`needs_version_lag` (A-3PO) gets the realised lag of each group.
 
 Shapes: `S` seeds, `B` groups of `G` responses, `T` maximum length, `P` parameters,
 `N` enumerated responses, `K` prompts, `n_x` responses per prompt, `Z` policy states, `V` vocab.
@@ -45,241 +46,47 @@ Shapes: `S` seeds, `B` groups of `G` responses, `T` maximum length, `P` paramete
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
-from gmc_grpo import hooks
-from gmc_grpo.estimators import (
-    METHODS,
-    PAPER_CAP_EPS,
-    TRAJECTORY_METHODS,
-    VCPO_TRUNCATION,
-    group_diagnostics,
-    token_gradient_weights,
-)
+from gmc_grpo.defaults import SEED_STRIDE
 from gmc_grpo.logratio import effective_sample_size
-from gmc_grpo.losses import PAPER_ADVANTAGE
+from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
+from gmc_grpo.methods import get_method
+from gmc_grpo.schedules import cosine_lr, warmup_steps_for
 from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule, ScheduledBatch
-from toy_mdps.config import (
-    check_loss_constants,
-    check_mdp_fields,
-    dataclass_from_dict,
-    read_json_config,
-)
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_policy
 from toy_mdps.statistics import sample_groups
-
-TRAIN_METHODS: tuple[str, ...] = ("is", "grpo", "tic", "gmc", "vcpo", "gac", "a3po")
-SCHEDULES = ("fixed", "length_coupled")
-OPTIMIZERS = ("adam", "sgd")
-LR_SCHEDULES = ("cosine", "constant")
-ADVANTAGES = ("paper", "loo", "centered", "std")
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-
-
-@dataclass
-class TrainConfig:
-    """One asynchronous toy learner, run for every seed in `seeds` at once (`gmc-grpo toy train`).
-
-    MDP (`toy_mdps.mdp.TokenMDP`) and policy:
-        num_prompts: `K`, uniform prompts.
-        vocab_size: `V` including EOS.
-        max_length: `T`, maximum response length and the `T` of the `1/(T B G)` normalisation.
-        reward: `"pattern"` (sparse target-substring reward) or `"length"`.
-        reward_scale: `R`, the largest reward.
-        pattern_length: length of each prompt's target pattern.
-        mdp_seed: seed of the target patterns.
-        policy: `"tabular"` softmax or `"loglinear"` (shared features).
-        init_scale: standard deviation of the random initial parameters.
-        init_seed: seed of `theta_0`, shared by every learner seed (see the module docstring).
-
-    Method (`gmc_grpo.estimators`, `gmc_grpo.hooks`):
-        method: `is`, `grpo`, `tic`, `gmc`, `vcpo`, `gac`, `a3po`.
-        eps: cap `1 + eps` of TIC and GMC (0.28, Appendix B.1).
-        clip_low, clip_high: token clip of GRPO, GAC's base GRPO loss and A-3PO (0.2, B.1).
-        truncation: VCPO's sequence-level truncation `c` (8, VCPO's code).
-        a3po_mask_threshold: A-3PO masks tokens with `pi_prox / mu` above it (5, AReaL).
-        advantage: `"paper"` (`gmc_grpo.losses.PAPER_ADVANTAGE`; VCPO: its minimum-variance
-            baseline, B.1) or one kind for every method (`loo`, `centered`, `std`; VCPO then
-            keeps only its ESS step size and truncation).
-        vcpo_rho_ref: VCPO's reference ESS (1, its code).
-        gac_low, gac_high: GAC's cosine thresholds (0.05, 0.30, Appendix B.1).
-
-    Batches and staleness (`gmc_grpo.staleness`):
-        num_groups: `B` groups per step (8, Appendix B.1).
-        group_size: `G` responses per group (8, Appendix B.1).
-        schedule: `"fixed"` (FIFO of `delay` batches, B.1) or `"length_coupled"`
-            (`tau_ready = tau_launch + lam L`, B.1; `L` = the batch's mean response length in
-            tokens, one clock tick per launch).
-        delay: `D` of the fixed-delay schedule.
-        lam: `lambda` of the length-coupled schedule, in launches per token (paper: 28 with its
-            own units; 4 gives a mean lag of about 15 steps on the `K = 4, T = 5` MDP, 8 about 24).
-        max_launches: safety cap per warm-up or refill (400, B.1).
-
-    Optimizer (the LLM recipe of Appendix B.1, scaled):
-        optimizer: `"adam"` (B.1: AdamW 8-bit, no weight decay) or `"sgd"`.
-        learning_rate: peak step size.
-        beta1, beta2, adam_eps: Adam constants (0.9, 0.999, B.1; eps 1e-8).
-        lr_schedule: `"cosine"` (B.1) or `"constant"`.
-        warmup_frac: linear warm-up fraction of `num_steps` (3%, B.1).
-        min_lr_ratio: the cosine's final step size relative to the peak.
-        grad_clip: per-seed clip of `||g||` (1.0, B.1); `None` disables it.
-        num_steps: learner updates `N`.
-
-    Run:
-        seeds: independent learners, run at once (leading seed dimension).
-        run_seed: mixed with each seed into its generator's seed.
-        checkpoint_every: steps between checkpoints (resumption).
-        name: run name.
-    """
-
-    name: str = "train"
-    num_prompts: int = 8
-    vocab_size: int = 4
-    max_length: int = 6
-    reward: str = "pattern"
-    reward_scale: float = 1.0
-    pattern_length: int = 2
-    mdp_seed: int = 0
-    policy: str = "tabular"
-    init_scale: float = 1.0
-    init_seed: int = 0
-    method: str = "gmc"
-    eps: float = PAPER_CAP_EPS
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    truncation: float = VCPO_TRUNCATION
-    a3po_mask_threshold: float = 5.0
-    advantage: str = "paper"
-    vcpo_rho_ref: float = 1.0
-    gac_low: float = 0.05
-    gac_high: float = 0.30
-    num_groups: int = 8
-    group_size: int = 8
-    schedule: str = "fixed"
-    delay: int = 0
-    lam: float = 4.0
-    max_launches: int = 400
-    optimizer: str = "adam"
-    learning_rate: float = 0.05
-    beta1: float = 0.9
-    beta2: float = 0.999
-    adam_eps: float = 1e-8
-    lr_schedule: str = "cosine"
-    warmup_frac: float = 0.03
-    min_lr_ratio: float = 0.0
-    grad_clip: float | None = 1.0
-    num_steps: int = 200
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
-    run_seed: int = 0
-    checkpoint_every: int = 50
-
-    def __post_init__(self) -> None:
-        def bad(name: str, why: str) -> ValueError:
-            return ValueError(f"TrainConfig.{name}={getattr(self, name)!r}: {why}")
-
-        check_mdp_fields(self)
-        if self.num_steps < 1:
-            raise bad("num_steps", "must be >= 1")
-        if self.method not in TRAIN_METHODS:
-            raise bad("method", f"must be one of {TRAIN_METHODS}")
-        if not (self.eps > 0 and math.isfinite(self.eps)):
-            raise bad("eps", "must be finite and > 0")
-        check_loss_constants(self)
-        if self.advantage not in ADVANTAGES:
-            raise bad("advantage", f"must be one of {ADVANTAGES}")
-        if not self.vcpo_rho_ref > 0:
-            raise bad("vcpo_rho_ref", "must be > 0")
-        if not 0 <= self.gac_low < self.gac_high <= 1:
-            raise bad("gac_low", f"need 0 <= gac_low < gac_high={self.gac_high} <= 1")
-        if self.group_size < 2:
-            raise bad("group_size", "must be >= 2 (group advantages)")
-        if self.schedule not in SCHEDULES:
-            raise bad("schedule", f"must be one of {SCHEDULES}")
-        if self.delay < 0:
-            raise bad("delay", "must be >= 0")
-        if not (self.lam >= 0 and math.isfinite(self.lam)):
-            raise bad("lam", "must be finite and >= 0")
-        if self.max_launches < 1:
-            raise bad("max_launches", "must be >= 1")
-        if self.optimizer not in OPTIMIZERS:
-            raise bad("optimizer", f"must be one of {OPTIMIZERS}")
-        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
-            raise bad("learning_rate", "must be finite and > 0")
-        if not (0 <= self.beta1 < 1 and 0 <= self.beta2 < 1):
-            raise bad("beta1", f"beta1 and beta2 (={self.beta2}) must be in [0, 1)")
-        if not self.adam_eps > 0:
-            raise bad("adam_eps", "must be > 0")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise bad("lr_schedule", f"must be one of {LR_SCHEDULES}")
-        if not 0 <= self.warmup_frac < 1:
-            raise bad("warmup_frac", "must be in [0, 1)")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise bad("min_lr_ratio", "must be in [0, 1]")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise bad("grad_clip", "must be > 0 or null")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise bad("seeds", "must be non-empty without duplicates")
-        if self.checkpoint_every < 1:
-            raise bad("checkpoint_every", "must be >= 1")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Build from a dict, rejecting unknown keys (keys starting with `_` are comments)."""
-        return dataclass_from_dict(cls, data)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> TrainConfig:
-        return cls.from_dict(read_json_config(path, "train"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def make_mdp(self) -> TokenMDP:
-        return TokenMDP(
-            num_prompts=self.num_prompts,
-            vocab_size=self.vocab_size,
-            max_length=self.max_length,
-            reward=self.reward,  # type: ignore[arg-type]
-            reward_scale=self.reward_scale,
-            pattern_length=self.pattern_length,
-            seed=self.mdp_seed,
-        )
-
-    def advantage_kind(self) -> str:
-        """The advantage kind (`vcpo_baseline` for VCPO's own baseline under `"paper"`)."""
-        if self.advantage != "paper":
-            return self.advantage
-        if self.method == "vcpo":
-            return "vcpo_baseline"
-        return PAPER_ADVANTAGE["grpo" if self.method == "gac" else self.method]
+from toy_mdps.train.config import TrainConfig
 
 
 def generator_seed(run_seed: int, seed: int) -> int:
-    """The seed of seed `seed`'s generator (independent of the other seeds of the run)."""
-    return (run_seed * 1_000_003 + seed * 7_919 + 17) % (2**62)
+    """The seed of seed `seed`'s generator (independent of the other seeds of the run).
+
+    `run_seed` strides by `SEED_STRIDE`; 7,919 (a prime) spreads the seed values within a run,
+    17 keeps seed 0 of run 0 off the generator seed 0; `% 2**62` keeps it a valid seed.
+    """
+    return (run_seed * SEED_STRIDE + seed * 7_919 + 17) % (2**62)
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
-    """Scheduled step size at update `step` (0-based): linear warm-up then cosine (B.1)."""
-    peak = config.learning_rate
+    """Scheduled step size at update `step` (0-based): the core warm-up + cosine (B.1), or the
+    constant peak."""
     if config.lr_schedule == "constant":
-        return peak
-    warmup = math.ceil(config.warmup_frac * config.num_steps)
-    if step < warmup:
-        return peak * (step + 1) / warmup
-    span = max(1, config.num_steps - warmup)
-    progress = min(1.0, (step - warmup) / span)
-    low = peak * config.min_lr_ratio
-    return low + (peak - low) * 0.5 * (1.0 + math.cos(math.pi * progress))
+        return config.lr
+    return cosine_lr(
+        step,
+        peak_lr=config.lr,
+        total_steps=config.total_steps,
+        warmup_steps=warmup_steps_for(config.total_steps, config.warmup_ratio),
+        min_lr=config.lr * config.min_lr_ratio,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -426,7 +233,8 @@ class AsyncLearner:
     Attributes:
         theta: `[S, *param]` current parameters (float64).
         step: learner updates done (the current version `n`).
-        adam_m, adam_v: `[S, *param]` Adam moments; schedules, generators, gac_states: per seed.
+        adam_m, adam_v: `[S, *param]` Adam moments; schedules, generators, method_states
+            (the state of the method's gradient edit): per seed.
     """
 
     def __init__(self, config: TrainConfig) -> None:
@@ -443,7 +251,11 @@ class AsyncLearner:
             torch.Generator().manual_seed(generator_seed(config.run_seed, s)) for s in config.seeds
         ]
         self.schedules = [self._make_schedule() for _ in config.seeds]
-        self.gac_states = [hooks.GACState() for _ in config.seeds]
+        self.spec = get_method(config.method)
+        self.settings = config.method_settings()
+        edit = self.spec.gradient_edit
+        # the gradient edit's state, one per seed (GAC: the previous raw gradient)
+        self.method_states = [edit.init_state() if edit else None for _ in config.seeds]
         self._exact: ExactState | None = None
         self.token_index = TokenIndex.build(self.mdp)
         # The last step's batch-level tensors, for diagnostics and tests: `log_ratio` `[S, B, G]`,
@@ -453,14 +265,16 @@ class AsyncLearner:
 
     # -- schedules ------------------------------------------------------------------------------
     def _make_schedule(self) -> FixedDelaySchedule | LengthCoupledSchedule:
-        if self.config.schedule == "fixed":
+        if self.config.schedule == "fixed_delay":
             return FixedDelaySchedule(self.config.delay)
-        return LengthCoupledSchedule(
-            _batch_mean_length,
-            lam=self.config.lam,
-            max_launches=self.config.max_launches,
-            length_unit="tokens (mean response length of the batch)",
-        )
+        if self.config.schedule == "length_coupled":
+            return LengthCoupledSchedule(
+                _batch_mean_length,
+                lam=self.config.lam,
+                max_launches=self.config.max_launches,
+                length_unit="tokens (mean response length of the batch)",
+            )
+        raise ValueError(f"the toy learner cannot build schedule {self.config.schedule!r} yet")
 
     def _generate(self, seed_index: int, exact: ExactState) -> dict[str, Tensor]:
         """A batch of seed `seed_index` from its current policy: `B` groups of `G` responses.
@@ -521,29 +335,17 @@ class AsyncLearner:
         rewards = mdp.rewards[responses]  # [S, B, G]
         log_ratio = (lp - lb).sum(dim=-1)  # [S, B, G]
 
-        kind = cfg.advantage_kind()
-        if kind == "vcpo_baseline":
-            norms = trajectory_score_norm_sq(self.policy, exact.log_table, states, tokens, mask)
-            advantages = hooks.vcpo_baseline_advantages(rewards, log_ratio, norms)
+        spec, settings = self.spec, self.settings
+        if spec.uses_baseline(cfg.advantage):
+            norms = None
+            if spec.baseline.needs_score_norms:  # type: ignore[union-attr]
+                norms = trajectory_score_norm_sq(self.policy, exact.log_table, states, tokens, mask)
+            advantages = spec.baseline.compute(rewards, log_ratio, norms, settings)  # type: ignore[union-attr]
         else:
-            advantages = adv_lib.compute(rewards, kind)  # type: ignore[arg-type]
-        base = "grpo" if cfg.method == "gac" else cfg.method
-        version_lag = lag.view(S, 1, 1).expand_as(log_ratio) if base == "a3po" else None
-        psi = token_gradient_weights(
-            base,  # type: ignore[arg-type]
-            lp,
-            lb,
-            advantages.to(lp.dtype),
-            mask,
-            eps=cfg.eps,
-            truncation=cfg.truncation,
-            clip_low=cfg.clip_low,
-            clip_high=cfg.clip_high,
-            version_lag=version_lag,
-            a3po_mask_threshold=cfg.a3po_mask_threshold,
-            aggregation="paper",
-            max_length=cfg.max_length,
-        )
+            advantages = adv_lib.compute(rewards, spec.advantage_kind(cfg.advantage))  # type: ignore[arg-type]
+        version_lag = lag.view(S, 1, 1).expand_as(log_ratio) if spec.needs_version_lag else None
+        loss = spec.loss_config(settings, max_length=cfg.max_length)
+        psi = gradient_weights(loss, lp, lb, advantages.to(lp.dtype), mask, version_lag=version_lag)
         flat = states.numel() // S
         logit_grad = batched_logit_gradient(
             exact.log_table,
@@ -555,22 +357,18 @@ class AsyncLearner:
 
         raw_direction = direction
         extra: dict[str, list[float]] = {}
-        if cfg.method == "gac":
-            cos, frac = [], []
-            rows = []
-            for s in range(S):
-                projected, info = hooks.gac_project(
-                    direction[s], self.gac_states[s], low=cfg.gac_low, high=cfg.gac_high
-                )
+        if spec.gradient_edit is not None:
+            rows, infos = [], []
+            for s, state in enumerate(self.method_states):
+                projected, info = spec.gradient_edit.apply(direction[s], state, settings)
                 rows.append(projected)
-                cos.append(info["gac/cosine"])
-                frac.append(info["gac/removed_frac"])
+                infos.append(info)
             direction = torch.stack(rows)
-            extra = {"gac/cosine": cos, "gac/removed_frac": frac}
+            extra = {key: [info[key] for info in infos] for key in infos[0]}
         scale = torch.ones(S, dtype=torch.float64)
-        if cfg.method == "vcpo":
+        if spec.step_scale is not None:
             scale = torch.tensor(
-                [hooks.vcpo_step_scale(log_ratio[s], cfg.vcpo_rho_ref) for s in range(S)],
+                [spec.step_scale.compute(log_ratio[s], settings) for s in range(S)],
                 dtype=torch.float64,
             )
         self.last = {
@@ -591,23 +389,9 @@ class AsyncLearner:
         cur = exact.response_logprobs[torch.arange(S).view(S, 1), prompts]  # [S, B, n_x]
         beh = batch["behavior_prompt_logprobs"]
         kl = (cur.exp() * (cur - beh)).sum(dim=-1).clamp(min=0.0).mean(dim=-1)  # [S]
-        if base in TRAJECTORY_METHODS:
-            diag = group_diagnostics(
-                base,  # type: ignore[arg-type]
-                log_ratio,
-                cfg.eps,
-                truncation=cfg.truncation,
-            )
-            removed = diag["removed_mass"].mean(dim=-1)
-            capped = diag["capped"].any(dim=-1) if base == "gmc" else diag["capped"]
-            capped_frac = capped.double().flatten(1).mean(dim=1)
-            clipped = torch.full((S,), math.nan, dtype=torch.float64)
-        else:
-            removed = torch.full((S,), math.nan, dtype=torch.float64)
-            capped_frac = torch.full((S,), math.nan, dtype=torch.float64)
-            relevant = mask & (advantages != 0).unsqueeze(-1)
-            zeroed = relevant & (psi == 0)
-            clipped = zeroed.flatten(1).sum(1).double() / relevant.flatten(1).sum(1).clamp(min=1)
+        diag = minibatch_diagnostics(loss, log_ratio, psi, advantages, mask)
+        removed, capped_frac = diag["removed_mass"], diag["capped_frac"]
+        clipped = diag["clipped_token_frac"]
         lengths = batch["lengths"].double()
         out = []
         for s, seed in enumerate(cfg.seeds):
@@ -643,17 +427,19 @@ class AsyncLearner:
             self.theta = self.theta + lr_b * d
         else:
             t = self.step + 1
-            self.adam_m.mul_(cfg.beta1).add_(d, alpha=1 - cfg.beta1)
-            self.adam_v.mul_(cfg.beta2).addcmul_(d, d, value=1 - cfg.beta2)
-            m_hat = self.adam_m / (1 - cfg.beta1**t)
-            v_hat = self.adam_v / (1 - cfg.beta2**t)
+            beta1, beta2 = cfg.betas
+            self.adam_m.mul_(beta1).add_(d, alpha=1 - beta1)
+            self.adam_v.mul_(beta2).addcmul_(d, d, value=1 - beta2)
+            m_hat = self.adam_m / (1 - beta1**t)
+            v_hat = self.adam_v / (1 - beta2**t)
             self.theta = self.theta + lr_b * m_hat / (v_hat.sqrt() + cfg.adam_eps)
         self.step += 1
         self._exact = None
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bit for bit: parameters, optimizer, schedules, RNG."""
+        """Everything needed to continue bit for bit: parameters, optimizer, schedules, RNG and
+        the method's state."""
         return {
             "config": self.config.to_dict(),
             "step": self.step,
@@ -662,7 +448,7 @@ class AsyncLearner:
             "adam_v": self.adam_v.clone(),
             "generators": [g.get_state() for g in self.generators],
             "schedules": [s.state_dict() for s in self.schedules],
-            "gac": [g.state_dict() for g in self.gac_states],
+            "method_states": [m.state_dict() if m else None for m in self.method_states],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -676,8 +462,9 @@ class AsyncLearner:
             gen.set_state(gstate)
         for sched, sstate in zip(self.schedules, state["schedules"], strict=True):
             sched.load_state_dict(sstate)
-        for gac, gstate in zip(self.gac_states, state["gac"], strict=True):
-            gac.load_state_dict(gstate)
+        for mine, saved in zip(self.method_states, state["method_states"], strict=True):
+            if mine is not None:
+                mine.load_state_dict(saved)
         self._exact = None
 
 
@@ -691,14 +478,12 @@ def _finite_or_none(x: float) -> float | None:
 
 
 __all__ = [
-    "METHODS",
-    "TRAIN_METHODS",
     "AsyncLearner",
     "ExactState",
     "TokenIndex",
-    "TrainConfig",
     "batched_logit_gradient",
     "exact_state",
+    "generator_seed",
     "lr_at",
     "trajectory_score_norm_sq",
 ]

@@ -2,7 +2,8 @@
 
 Each track owns its own parser in `<track>/cli.py` exposing `main(argv: list[str]) -> int`; this
 module only routes to it, and imports the track lazily so that `gmc-grpo theory` never imports
-torch or transformers.
+torch or transformers. `gmc-grpo toy` goes through `pipeline.toy`, which adds the figure step
+(the toy track itself imports no `figures`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "derive and check the paper's constants and rates; print the claims table (no torch)",
     ),
     "toy": (
-        "toy_mdps.cli",
+        "pipeline.toy",
         "token MDPs with exact gradients: estimator bias sweeps (`toy sweep`) and async learners",
     ),
     "llm": (
@@ -30,7 +31,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "regenerate the paper's figures and tables from run directories",
     ),
     "reproduce": (
-        "gmc_grpo.reproduce",
+        "pipeline.reproduce",
         "run everything that runs on a CPU on embedded defaults and write results/REPORT.md",
     ),
 }

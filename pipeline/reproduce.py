@@ -88,10 +88,10 @@ def figures_stage(out_dir: Path) -> dict[str, Any]:
 
 def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
     """`gmc-grpo toy sweep --quick`: bias and second moment of every estimator vs the exact gradient."""
-    from toy_mdps import cli as toy_cli
+    from pipeline import toy
 
     run_dir = out_dir / "run"
-    code = toy_cli.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress"])
+    code = toy.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress"])
     if code != 0:
         raise RuntimeError(f"gmc-grpo toy sweep --quick exited with {code}")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -118,6 +118,50 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
         "headline": f"{held}/{total} grid-point checks of the paper's chain hold",
         "markdown": "\n".join(lines) + "\n",
     }
+
+
+def toy_train_stage(out_dir: Path) -> dict[str, Any]:
+    """The quick toy training experiments (`gmc-grpo toy train --quick`), their figures and a
+    report section: `{"headline", "markdown", "experiments": summaries}`."""
+    import torch
+
+    from pipeline.toy import draw_figures
+    from toy_mdps.train.analysis import experiment_markdown
+    from toy_mdps.train.config import QUICK_EXPERIMENTS, ExperimentConfig, shipped_experiment
+    from toy_mdps.train.run import run_experiment
+
+    torch.set_num_threads(1)  # small tensors: one thread is fastest, and robust on shared cores
+    out_dir = Path(out_dir)
+    summaries = {}
+    parts = []
+    for name in QUICK_EXPERIMENTS:
+        config = ExperimentConfig.from_file(shipped_experiment(name))
+        experiment_dir = out_dir / config.name
+        run_experiment(config, experiment_dir, progress=False)
+        if config.figures:
+            draw_figures("experiment", experiment_dir)
+        summary = json.loads((experiment_dir / "summary.json").read_text())
+        summaries[config.name] = summary
+        parts.append(experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}"))
+    claims = [c for s in summaries.values() for c in s.get("orderings", [])]
+    held = sum(c["verdict"].startswith("holds") for c in claims)
+    significant = sum(c["verdict"] == "holds" for c in claims)
+    headline = f"{held} of {len(claims)} orderings hold on the toy MDPs ({significant} significant)"
+    for s in summaries.values():
+        fit = s.get("eps_star")
+        if not fit:
+            continue
+        if "tau4_exponent" in fit:
+            headline += (
+                f"; eps* ~ tau4^{fit['tau4_exponent']:.2f} N^{fit['n_exponent']:.2f} "
+                "(paper 1/7, -3/14)"
+            )
+        else:
+            headline += (
+                f"; eps*: no interior optimum ({fit['censored_cells']} of "
+                f"{len(fit['table'])} cells censored)"
+            )
+    return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
 
 
 def _reward_windows(rows: list[dict[str, Any]], width: int = 15) -> tuple[float, float]:
@@ -187,30 +231,30 @@ def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
 
 STAGES: tuple[Stage, ...] = (
     Stage(
-        "theory", "Theory: constants, rates and the claims table", "gmc_grpo.reproduce:theory_stage"
+        "theory", "Theory: constants, rates and the claims table", "pipeline.reproduce:theory_stage"
     ),
     Stage(
         "toy_sweep",
         "Toy token MDPs: bias and second moment of every estimator (quick sweep)",
-        "gmc_grpo.reproduce:toy_sweep_stage",
+        "pipeline.reproduce:toy_sweep_stage",
         (("config", "quick"),),
     ),
     Stage(
         "toy_train",
         "Toy token MDPs: asynchronous learners (delay, group size, length-coupled, eps*)",
-        "toy_mdps.train:reproduce_stage",
+        "pipeline.reproduce:toy_train_stage",
         (("experiments", "quick"),),
     ),
     Stage(
         "llm_tiny",
         "Qwen3 track on a CPU: the tiny recipe, and GRPO/TIC/GMC under a delay",
-        "gmc_grpo.reproduce:llm_tiny_stage",
+        "pipeline.reproduce:llm_tiny_stage",
         (("runs", [f"{r}:{m}" for r, m in LLM_TINY_RUNS]),),
     ),
     Stage(
         "figures",
         "Figures and tables from the run records (paper values beside ours)",
-        "gmc_grpo.reproduce:figures_stage",
+        "pipeline.reproduce:figures_stage",
         reads_earlier=True,
     ),
 )

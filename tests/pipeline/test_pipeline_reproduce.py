@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from gmc_grpo import reproduce
-from gmc_grpo.reproduce import Stage
+from pipeline import reproduce
+from pipeline.reproduce import Stage
 
 CALLS: list[str] = []
 

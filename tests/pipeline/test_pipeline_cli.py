@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gmc_grpo import cli
+from pipeline import cli
 
 
 def test_top_level_help_lists_every_subcommand(capsys):
@@ -25,7 +25,7 @@ def test_unknown_subcommand_is_an_error_that_lists_the_choices(capsys):
 @pytest.mark.parametrize("name", list(cli.SUBCOMMANDS))
 def test_each_subcommand_has_a_help(name):
     result = subprocess.run(
-        [sys.executable, "-m", "gmc_grpo.cli", name, "--help"],
+        [sys.executable, "-m", "pipeline.cli", name, "--help"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -6,8 +6,12 @@ behavior policy and shared by every method and `eps` (common random numbers), th
 sweep restarted on the same directory skips the rows already written (`RunWriter(resume=True)`)
 and continues; each cell's samples are drawn from a generator seeded by `(seed, staleness index,
 G)`, so a resumed sweep reproduces the rows an uninterrupted one would have written. At the end
-`results.csv` (one row per grid point, the columns of `TABLE_COLUMNS`), `summary.json` (the
-headline checks, `toy_mdps.analysis`) and the figures (`figures.toy_bias`) are written.
+`results.csv` (one row per grid point, the columns of `TABLE_COLUMNS`) and `summary.json` (the
+headline checks, `toy_mdps.sweep.analysis`) are written. The figures are drawn from these files
+afterwards (`figures.toy_bias`; `gmc-grpo toy sweep` does it through `pipeline.toy`).
+
+Which methods depend on `eps`, which are in the weighted class (Prop. 1's bound) and which
+removed-mass bound each obeys are read from the method registry (`gmc_grpo.methods`).
 """
 
 from __future__ import annotations
@@ -21,11 +25,10 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.estimators import PAPER_CAP_EPS
-from gmc_grpo.losses import PolicyLossConfig
+from gmc_grpo.defaults import PAPER_CAP_EPS, SEED_STRIDE
+from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
 from gmc_grpo.records import RunWriter, atomic_write_text, read_json, read_jsonl
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
-from toy_mdps.config import SweepConfig
 from toy_mdps.exact import (
     coverage_constant,
     exact_chi_square,
@@ -38,17 +41,18 @@ from toy_mdps.exact import (
 )
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import make_policy
+from toy_mdps.problem import make_mdp
 from toy_mdps.statistics import advantage_kind, chunked_estimates, sample_groups, summarise
-
-EPS_FREE_METHODS = ("is", "grpo", "vcpo", "a3po")
+from toy_mdps.sweep.analysis import summarise_sweep
+from toy_mdps.sweep.config import SweepConfig
 
 # Every column of the results table, with its meaning (namespaced like gmc_grpo.records).
 TABLE_COLUMNS: dict[str, str] = {
     "step": "row index in metrics.jsonl (grid-point order)",
-    "method": "estimator: is, tic, gmc, vcpo, grpo, a3po",
+    "method": "estimator: is, grpo, tic, gmc, vcpo, a3po (or a registered one)",
     "behavior": "trajectory (delay) or direct (target KL)",
     "staleness": "delay tau (trajectory mode) or target mean KL (direct mode)",
-    "eps": "cap 1 + eps of TIC and GMC (null for the methods that do not use it)",
+    "eps": "cap 1 + eps of TIC and GMC (null for the methods that do not use it, uses_eps)",
     "group_size": "G",
     "num_groups": "B",
     "num_minibatches": "M",
@@ -84,10 +88,11 @@ TABLE_COLUMNS: dict[str, str] = {
     "ratio/clipped_token_frac_lo": "lower end of its interval",
     "ratio/clipped_token_frac_hi": "upper end",
     "ratio/log_max": "largest trajectory log-ratio s_i seen over all minibatches",
-    "chain/removed_mass_bound": "KL / log(1+2 eps) (GMC) or KL / c_eps (TIC), theory.constants",
+    "chain/removed_mass_bound": "KL / log(1+2 eps) (GMC) or KL / c_eps (TIC), theory.constants "
+    "(the spec's removed_mass_bound)",
     "chain/removed_mass_bound_holds": "removed_mass_lo <= bound",
-    "chain/second_moment_bound": "Prop. 1: 8/T (1+eps) L R^2 log|A| (theory.bounds); eps = c - 1 "
-    "for VCPO, the paper's 0.28 for is/grpo/a3po (outside the class)",
+    "chain/second_moment_bound": "Prop. 1: 8/T (1+eps) L R^2 log|A| (theory.bounds); eps = the "
+    "spec's class_cap (c - 1 for VCPO), the paper's 0.28 for is/grpo/a3po (outside the class)",
     "chain/second_moment_exceeds": "second_moment_lo > bound",
     "chain/kl_drift_bound": "step 3 of §4.2: (T L / 2) ||theta - theta_behavior||^2",
     "chain/kl_drift_bound_holds": "exact KL (max over prompts) <= that bound",
@@ -118,14 +123,17 @@ def grid_points(config: SweepConfig) -> Iterator[tuple[int, int, float, int, str
             for group_size in config.group_sizes:
                 for method in config.methods:
                     eps_list: list[float | None] = (
-                        [None] if method in EPS_FREE_METHODS else list(config.eps_values)
+                        list(config.eps_values) if get_method(method).uses_eps else [None]
                     )
                     for eps in eps_list:
                         yield seed, si, staleness, group_size, method, eps
 
 
 def _cell_seed(seed: int, staleness_index: int, group_size: int) -> int:
-    return (seed * 1_000_003 + staleness_index * 10_007 + group_size * 101) % (2**62)
+    """The generator seed of one grid cell: the replicate seed strides by `SEED_STRIDE`, the
+    staleness index by the prime 10,007 and the group size by 101 (distinct for every cell of
+    grids with fewer than 100 group sizes per staleness value); `% 2**62` keeps it valid."""
+    return (seed * SEED_STRIDE + staleness_index * 10_007 + group_size * 101) % (2**62)
 
 
 def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache: dict) -> tuple:
@@ -138,7 +146,7 @@ def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache
                 mdp,
                 theta0,
                 config.trajectory_steps,
-                config.learning_rate,
+                config.lr,
                 noise_std=config.trajectory_noise,
                 seed=seed,
                 policy=policy,
@@ -151,12 +159,16 @@ def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache
     return theta0, theta_b, float(config.direct_version_lag)
 
 
-def _bound_eps(method: str, eps: float | None, config: SweepConfig) -> float:
+def _settings(config: SweepConfig, eps: float | None) -> MethodSettings:
+    return MethodSettings.of(config, eps=PAPER_CAP_EPS if eps is None else eps)
+
+
+def _bound_eps(spec: MethodSpec, eps: float | None, settings: MethodSettings) -> float:
+    """The `eps` of Prop. 1's bound: the grid's, the method's class cap, or the paper's 0.28
+    for the methods outside the class (the bound is then a reference line)."""
     if eps is not None:
         return eps
-    if method == "vcpo":
-        return config.truncation - 1.0 if config.truncation > 1 else PAPER_CAP_EPS
-    return PAPER_CAP_EPS
+    return spec.class_cap(settings) if spec.class_cap is not None else PAPER_CAP_EPS
 
 
 def _none_if_nan(x: float) -> float | None:
@@ -169,7 +181,6 @@ def run_sweep(
     *,
     fresh: bool = False,
     progress: bool = True,
-    write_figures: bool | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the sweep in `run_dir`; returns all rows of the results table.
 
@@ -180,6 +191,9 @@ def run_sweep(
 
     from theory.bounds import second_moment_bound
     from theory.constants import c_eps, gmc_denominator
+
+    # the removed-mass bounds of §4.2 (step 2), named by the specs' `removed_mass_bound`
+    removed_mass_denominator = {"gmc": gmc_denominator, "tic": c_eps}
 
     run_dir = Path(run_dir)
     config_path = run_dir / "config.json"
@@ -205,15 +219,7 @@ def run_sweep(
     points = list(grid_points(config))
     todo = [p for p in points if (p[4], float(p[2]), p[5], p[3], p[0]) not in done]
 
-    mdp = TokenMDP(
-        num_prompts=config.num_prompts,
-        vocab_size=config.vocab_size,
-        max_length=config.max_length,
-        reward=config.reward,  # type: ignore[arg-type]
-        reward_scale=config.reward_scale,
-        pattern_length=config.pattern_length,
-        seed=config.mdp_seed,
-    )
+    mdp = make_mdp(config)
     policy = make_policy(mdp, config.policy)
     L = policy.lipschitz_constant()
     T = mdp.max_length
@@ -266,15 +272,9 @@ def run_sweep(
                 )
                 cell_cache[cell] = responses
             responses = cell_cache[cell]
-            loss_config = PolicyLossConfig(
-                method=method,  # type: ignore[arg-type]
-                eps=PAPER_CAP_EPS if eps is None else eps,
-                clip_low=config.clip_low,
-                clip_high=config.clip_high,
-                truncation=config.truncation,
-                a3po_mask_threshold=config.a3po_mask_threshold,
-                max_length=T,
-            )
+            spec = get_method(method)
+            settings = _settings(config, eps)
+            loss_config = spec.loss_config(settings, max_length=T)
             est = chunked_estimates(
                 mdp,
                 responses,
@@ -288,15 +288,14 @@ def run_sweep(
             stats = summarise(est, pair["target"], config.confidence)
             exact = pair["exact"]
             kl_mean = exact["ratio/kl_exact"]
-            bound_eps = _bound_eps(method, eps, config)
+            bound_eps = _bound_eps(spec, eps, settings)
             sm_bound = float(
                 second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
             )
             removed_bound = None
-            if method == "gmc":
-                removed_bound = kl_mean / float(gmc_denominator(eps))
-            elif method == "tic":
-                removed_bound = kl_mean / float(c_eps(eps))
+            if spec.removed_mass_bound is not None:
+                denominator = removed_mass_denominator[spec.removed_mass_bound]
+                removed_bound = kl_mean / float(denominator(settings.eps))
             b = stats.bias
             row: dict[str, Any] = {
                 "step": step,
@@ -359,18 +358,7 @@ def run_sweep(
         bar.close()
         rows = read_jsonl(run_dir / "metrics.jsonl")
         write_table(rows, run_dir / "results.csv")
-        from toy_mdps.analysis import summarise_sweep
-
-        summary = summarise_sweep(rows, config)
-        figures_on = config.figures if write_figures is None else write_figures
-        if figures_on:
-            from figures.toy_bias import write_toy_figures
-
-            paths = write_toy_figures(
-                rows, run_dir / "figures", slopes=summary["group_size_slopes"]
-            )
-            summary["figures"] = [str(p.relative_to(run_dir)) for p in paths]
-        writer.write_summary(summary)
+        writer.write_summary(summarise_sweep(rows, config))
     finally:
         bar.close()
         writer.close()

@@ -1,0 +1,1 @@
+"""Worked examples of extending gmc-grpo (not imported by the package)."""

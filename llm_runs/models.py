@@ -1,0 +1,129 @@
+"""The policy model of a training run: where it lives, its initial weights, loading it.
+
+- `Placement` / `resolve_placement(config)`: the learner's and the engine's devices and dtypes
+  ("auto": CUDA when available, bfloat16 there and float32 on a CPU; the two-GPU layout puts the
+  engine on `cuda:1`).
+- `initial_model_dir(...)`: version 0 of the policy: the model directory of the config, or a
+  tiny random-init Qwen3 built into the run (`llm_runs.tiny`), optionally after a supervised
+  warm-up on the arithmetic task (`llm_runs.arithmetic.supervised_warmup`).
+- `load_policy(...)`: the tokenizer and the trainable model (cache off, gradient checkpointing
+  as configured).
+
+A checkpoint's model (`checkpoints/step_N/model/`) is read by the same `load_policy`; the
+checkpoints themselves and the resolution of `--model RUN --step N` live in
+`llm_runs.checkpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from llm_runs.config import TrainConfig
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Devices and dtypes of the learner and the rollout engine."""
+
+    learner_device: torch.device
+    engine_device: torch.device
+    learner_dtype: torch.dtype
+    engine_dtype: str | None
+    """the engine's dtype name; None: the engine's default (vLLM: bfloat16, B.1)"""
+
+
+def resolve_placement(config: TrainConfig) -> Placement:
+    """The placement `config` asks for ("auto" resolved); two-GPU layouts need two GPUs."""
+    cuda = torch.cuda.is_available()
+    if config.learner_device == "auto":
+        learner = torch.device("cuda:0" if cuda else "cpu")
+    else:
+        learner = torch.device(config.learner_device)
+    if config.engine_device == "auto":
+        two = config.layout == "two_gpu" and cuda
+        engine = torch.device("cuda:1" if two else str(learner))
+    else:
+        engine = torch.device(config.engine_device)
+    if config.layout == "two_gpu" and cuda and torch.cuda.device_count() < 2:
+        raise ValueError("layout 'two_gpu' needs two CUDA devices; use layout 'one_gpu'")
+    if config.learner_dtype == "auto":
+        dtype = torch.bfloat16 if learner.type == "cuda" else torch.float32
+    else:
+        dtype = _DTYPES[config.learner_dtype]
+    if config.engine_dtype != "auto":
+        engine_dtype: str | None = config.engine_dtype
+    elif config.engine == "hf":  # the HF engine computes like the learner
+        engine_dtype = str(dtype).removeprefix("torch.")
+    else:
+        engine_dtype = None
+    return Placement(learner, engine, dtype, engine_dtype)
+
+
+def initial_model_dir(
+    config: TrainConfig,
+    out: Path,
+    device: torch.device,
+    train_problems: Sequence[Any],
+    notice: Callable[[str], None],
+) -> Path:
+    """The policy at version 0 (building the tiny model and running the warm-up if asked)."""
+    if config.tiny_model is None and not config.sft_steps:
+        return Path(config.model)  # type: ignore[arg-type]
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from llm_runs.tiny import build_tiny_qwen3
+
+    base = Path(config.model) if config.model else out / "base_model"
+    if config.tiny_model is not None:
+        build_tiny_qwen3(base, **config.tiny_model)
+    if not config.sft_steps:
+        return base
+    from llm_runs.arithmetic import supervised_warmup
+
+    model = AutoModelForCausalLM.from_pretrained(
+        base, dtype=torch.float32, use_safetensors=True
+    )
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    losses = supervised_warmup(
+        model.to(device),
+        tokenizer,
+        train_problems,
+        steps=config.sft_steps,
+        lr=config.sft_lr,
+        batch_size=config.sft_batch_size,
+        seed=config.seed,
+    )
+    notice(
+        f"supervised warm-up: {config.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+    )
+    initial = out / "initial_model"
+    model.save_pretrained(initial, safe_serialization=True)
+    tokenizer.save_pretrained(initial)
+    (initial / "warmup_losses.json").write_text(json.dumps(losses))
+    return initial
+
+
+def load_policy(
+    model_dir: Path, placement: Placement, gradient_checkpointing: bool
+) -> tuple[Any, torch.nn.Module]:
+    """`(tokenizer, model)` of `model_dir`, the model on the learner's device, in train mode."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, dtype=placement.learner_dtype, use_safetensors=True
+    )
+    model.to(placement.learner_device)
+    model.config.use_cache = False
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return tokenizer, model

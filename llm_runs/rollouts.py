@@ -1,0 +1,240 @@
+"""The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
+
+`RolloutProducer.produce(version)` takes the next `rollout_prompts` problems of the training pool
+(consecutive slices of a seeded permutation per epoch), samples `group_size` completions of
+each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
+engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
+sampling log-probs (the behavior policy's, recorded at generation), rewards, truncation flags.
+Before generating, the engine is given the learner's weights when the learner has moved since
+the last copy (`sync`), so every batch comes from the current policy version.
+
+The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
+prompt of `llm_runs.prompts` (cut at `max_prompt_tokens`) scored by math-verify
+(`llm_runs.scoring.Scorer`); "arithmetic" is the CPU demonstration of `llm_runs.arithmetic`
+with an exact-match reward.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gmc_grpo.defaults import SEED_STRIDE
+from llm_runs.config import TrainConfig
+from llm_runs.learner import TrajectoryBatch, batch_logprobs
+
+# `(completions, references) -> rewards`, e.g. a custom verifier
+RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
+
+
+@dataclass
+class Task:
+    """What the task decides: the training pool, the evaluation sets, the prompt, the stops."""
+
+    config: TrainConfig
+    tokenizer: Any = None
+
+    def load_problems(self) -> tuple[list[Any], dict[str, list[Any]]]:
+        """`(training problems, {eval set name: problems})`; evaluation sets only when
+        `eval_every` is set."""
+        config = self.config
+        if config.task == "arithmetic":
+            from llm_runs.arithmetic import ArithmeticTask
+
+            train, held_out = ArithmeticTask(**config.arithmetic).problems()
+            evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
+            return train, evals
+        from llm_runs.data import load_benchmark, load_math_train
+
+        train, _report = load_math_train(config.data_dir)
+        if not train:
+            raise ValueError("the MATH training pool is empty: check --data-dir")
+        evals = {}
+        if config.eval_every:
+            for name in config.eval_benchmarks:
+                evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
+        return train, evals
+
+    def prompt(self, problem: str) -> str:
+        """The prompt of one problem (math: the two-shot prompt cut at `max_prompt_tokens`)."""
+        if self.config.task == "arithmetic":
+            from llm_runs.arithmetic import build_prompt
+
+            return build_prompt(problem)
+        from llm_runs import prompts
+
+        text = prompts.build_prompt(problem)
+        return prompts.truncate_prompt(text, self.tokenizer, self.config.max_prompt_tokens)[0]
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """Stop strings of a completion (math: the next `Problem:` header)."""
+        if self.config.task == "arithmetic":
+            return ()
+        from llm_runs.prompts import STOP_STRINGS
+
+        return STOP_STRINGS
+
+
+class RolloutProducer:
+    """Makes the rollout batches of a run (see the module docstring).
+
+    engine: a `RolloutEngine` (`llm_runs.engines`); task: prompts and stops; problems: the
+    training pool; reward_fn: replaces the config's reward when given; scorer: the math-verify
+    `Scorer` (reward "math_verify"). `launches` counts the batches produced (checkpointed).
+    """
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        engine: Any,
+        task: Task,
+        problems: Sequence[Any],
+        *,
+        pad_id: int,
+        reward_fn: RewardFn | None = None,
+        scorer: Any = None,
+        engine_version: int = 0,
+        launches: int = 0,
+    ) -> None:
+        self.config = config
+        self.engine = engine
+        self.task = task
+        self.problems = problems
+        self.pad_id = pad_id
+        self.reward_fn = reward_fn
+        self.scorer = scorer
+        self.engine_version = engine_version  # learner version whose weights the engine holds
+        self.launches = launches
+        self.seconds = 0.0  # generation time since the last `take_seconds`
+        self._perms: dict[int, list[int]] = {}
+
+    # -- engine weights --------------------------------------------------------------------------
+
+    def sync(self, model: torch.nn.Module, version: int) -> None:
+        """Give the engine the learner's weights of `version` unless it holds them already."""
+        if self.engine_version != version:
+            self.engine.update_weights(model.state_dict())
+            self.engine_version = version
+
+    def take_seconds(self) -> float:
+        """Generation seconds since the last call (logged as `perf/rollout_seconds`)."""
+        seconds, self.seconds = self.seconds, 0.0
+        return seconds
+
+    # -- one batch -------------------------------------------------------------------------------
+
+    def prompt_indices(self, launch: int) -> list[int]:
+        """Problems of launch `launch`: consecutive slices of seeded per-epoch permutations."""
+        n = len(self.problems)
+        r = self.config.rollout_prompts
+        out = []
+        for k in range(launch * r, (launch + 1) * r):
+            epoch, pos = divmod(k, n)
+            if epoch not in self._perms:
+                gen = torch.Generator().manual_seed(self.config.seed * SEED_STRIDE + epoch)
+                self._perms = {epoch: torch.randperm(n, generator=gen).tolist()}
+            out.append(self._perms[epoch][pos])
+        return out
+
+    def produce(self, model: torch.nn.Module, version: int) -> TrajectoryBatch:
+        """A rollout batch of the learner's policy at `version` (`model` holds its weights).
+
+        With `behavior_logprobs="learner"` or `learner_logprobs_at_generation`, the learner's
+        log-probs of the batch are computed now too (one forward pass).
+        """
+        from llm_runs.engines.base import SamplingConfig
+
+        t0 = time.perf_counter()
+        self.sync(model, version)
+        config = self.config
+        launch = self.launches
+        self.launches += 1
+        indices = self.prompt_indices(launch)
+        problems = [self.problems[i] for i in indices]
+        g = config.group_size
+        sampling = SamplingConfig(
+            n=g,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            max_tokens=config.max_completion_tokens,
+            stop=self.task.stop,
+            # one stream per sample across the whole run: launch l's samples start at l B G
+            seed=config.seed * SEED_STRIDE + launch * len(indices) * g,
+        )
+        samples = self.engine.generate([self.task.prompt(p.problem) for p in problems], sampling)
+        batch = self._to_batch(samples, problems, indices, version)
+        if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
+            batch.learner_logprobs = batch_logprobs(
+                model, batch, config.logit_chunk, config.groups_per_micro
+            )
+        self.seconds += time.perf_counter() - t0
+        return batch
+
+    def rewards(self, texts: Sequence[str], references: Sequence[str]) -> list[float]:
+        """The reward of each completion: `reward_fn`, exact match, or math-verify."""
+        if self.reward_fn is not None:
+            rewards = [float(r) for r in self.reward_fn(texts, references)]
+            if len(rewards) != len(texts):
+                raise ValueError(
+                    f"reward_fn returned {len(rewards)} rewards for {len(texts)} texts"
+                )
+            return rewards
+        if self.config.reward == "exact":
+            from llm_runs.arithmetic import exact_reward
+
+            return [exact_reward(t, r) for t, r in zip(texts, references, strict=True)]
+        assert self.scorer is not None
+        return [float(v) for v in self.scorer.score(list(texts), list(references))]
+
+    def _to_batch(self, samples, problems, indices, version: int) -> TrajectoryBatch:
+        """Check the engine's output (counts, NaN log-probs) and pack it into tensors."""
+        g = self.config.group_size
+        if len(samples) != len(problems) or any(len(s) != g for s in samples):
+            raise RuntimeError(
+                f"the rollout engine returned {len(samples)} prompt results with "
+                f"{[len(s) for s in samples]} samples; expected {len(problems)} x {g}"
+            )
+        for p, group in enumerate(samples):
+            for j, s in enumerate(group):
+                values = torch.tensor(s.logprobs, dtype=torch.float64)
+                if not bool(torch.isfinite(values).all()):
+                    raise ValueError(
+                        f"the rollout engine returned non-finite (NaN/inf) log-probs for prompt "
+                        f"{p} sample {j} of launch {self.launches - 1}: the behavior log-probs "
+                        "are unusable; check the engine's dtype and sampling settings"
+                    )
+                if not s.prompt_token_ids:
+                    raise ValueError(f"the engine returned no prompt token ids for prompt {p}")
+        b = len(problems)
+        prompt_len = torch.tensor([[len(s.prompt_token_ids) for s in grp] for grp in samples])
+        response_len = torch.tensor([[len(s.token_ids) for s in grp] for grp in samples])
+        width = int((prompt_len + response_len).max())
+        t = max(1, int(response_len.max()))
+        input_ids = torch.full((b, g, width), self.pad_id, dtype=torch.int32)
+        logprobs = torch.zeros((b, g, t), dtype=torch.float32)
+        for i, grp in enumerate(samples):
+            for j, s in enumerate(grp):
+                seq = list(s.prompt_token_ids) + list(s.token_ids)
+                input_ids[i, j, : len(seq)] = torch.tensor(seq, dtype=torch.int32)
+                logprobs[i, j, : len(s.token_ids)] = torch.tensor(s.logprobs, dtype=torch.float32)
+        texts = [s.text for grp in samples for s in grp]
+        refs = [p.answer for p in problems for _ in range(g)]
+        rewards = torch.tensor(self.rewards(texts, refs), dtype=torch.float32).view(b, g)
+        truncated = torch.tensor([[s.finish_reason == "length" for s in grp] for grp in samples])
+        return TrajectoryBatch(
+            input_ids=input_ids,
+            prompt_len=prompt_len.long(),
+            response_len=response_len.long(),
+            engine_logprobs=logprobs,
+            learner_logprobs=None,
+            rewards=rewards,
+            truncated=truncated,
+            prompt_index=torch.tensor(indices, dtype=torch.long),
+            behavior_version=version,
+            pad_id=self.pad_id,
+        )

@@ -1,0 +1,131 @@
+"""`gmc-grpo llm train`: the trainer's command line (`llm_runs.train` runs it).
+
+Values come from a recipe (`--recipe`, `llm_runs/configs/*.json`; `--run` picks one run of a
+suite), then a JSON config file (`--config`), then the flags; `--set FIELD=VALUE` overrides any
+`TrainConfig` field. Registered in `llm_runs.cli`; imports torch only when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llm_runs.config import TrainConfig
+from llm_runs.engines.factory import ENGINES
+from llm_runs.recipes import config_from_values, load_recipe
+
+DESCRIPTION = """Train a causal LM with GRPO, TIC-GRPO, GMC-GRPO, VCPO, GAC, A-3PO (or a method
+registered in gmc_grpo.methods) under a fixed delay or the simulated length-coupled
+asynchronous pipeline (Appendix B.1). Writes
+OUT/config.json, OUT/metrics.jsonl (one row per update), OUT/evals.jsonl, OUT/checkpoints/ and
+OUT/summary.json. Values come from a recipe (llm_runs/configs/*.json) and/or a JSON config file;
+flags override both."""
+
+EPILOG = """examples:
+  gmc-grpo llm train --recipe tiny                       # CPU demonstration, minutes
+  gmc-grpo llm train --recipe tiny_delay --run gmc       # tiny model under delay 16
+  gmc-grpo llm train --recipe fixed_delay_qwen3_1p7b --run gmc_d128 \\
+      --model models/Qwen3-1.7B-Base --data-dir data/ --out runs/gmc_d128
+  gmc-grpo llm train --out runs/gmc_d128 --resume ...    # continue from the newest checkpoint
+  gmc-grpo llm train --recipe tiny --set lr=3e-4 --set total_steps=50
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--recipe", help="shipped recipe name or a JSON recipe file")
+    parser.add_argument("--run", help="one run of a suite recipe (e.g. gmc_d128)")
+    parser.add_argument("--config", help="a JSON file of TrainConfig values (after the recipe)")
+    parser.add_argument("--out", help="run directory (default: runs/<recipe>[_<run>])")
+    parser.add_argument("--model", help="local model directory of the initial policy")
+    parser.add_argument("--data-dir", help="local dataset folder (`gmc-grpo llm data`)")
+    parser.add_argument(
+        "--method", help="a registered method: grpo, tic, gmc, vcpo, gac, a3po, is, or your own"
+    )
+    parser.add_argument("--delay", type=int, help="fixed delay D (learner updates)")
+    parser.add_argument("--steps", type=int, help="total optimizer updates")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
+    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any TrainConfig field (VALUE parsed as JSON, else taken as a string)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    values: dict[str, Any] = {}
+    if args.recipe:
+        values.update(load_recipe(args.recipe, args.run))
+    elif args.run:
+        raise ValueError("--run needs --recipe")
+    if args.config:
+        path = Path(args.config)
+        if not path.is_file():
+            raise FileNotFoundError(f"--config {str(path)!r} does not exist")
+        data = json.loads(path.read_text())
+        values.update(data["config"] if isinstance(data.get("config"), dict) else data)
+    flags = {
+        "out": args.out,
+        "model": args.model,
+        "data_dir": args.data_dir,
+        "method": args.method,
+        "delay": args.delay,
+        "total_steps": args.steps,
+        "seed": args.seed,
+        "engine": args.engine,
+    }
+    values.update({k: v for k, v in flags.items() if v is not None})
+    if args.model is not None:
+        values["tiny_model"] = None
+    if args.resume:
+        values["resume"] = True
+    if args.no_progress:
+        values["progress"] = False
+    for item in args.set:
+        if "=" not in item:
+            raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
+        key, raw = item.split("=", 1)
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw
+    if "out" not in values:
+        if not args.recipe:
+            raise ValueError(
+                "give --out (or a --recipe, whose name makes the default run directory)"
+            )
+        name = Path(args.recipe).stem + (f"_{args.run}" if args.run else "")
+        values["out"] = str(Path("runs") / name)
+    return config_from_values(values)
+
+
+def run(args: argparse.Namespace) -> int:
+    from llm_runs.train import train
+
+    config = config_from_args(args)
+    summary = train(config)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="gmc-grpo llm train",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

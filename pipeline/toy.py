@@ -1,0 +1,45 @@
+"""`gmc-grpo toy`: the toy track's command line plus the figure step.
+
+The toy track imports no `figures` (`tests/test_layering.py`); this module, one layer above,
+runs `toy_mdps.cli` and hands it `draw_figures`, which draws a finished sweep or experiment from
+its saved records (`figures.toy_bias`, `figures.toy_training`) and lists the figures in the
+run's `summary.json` (`"figures"`, paths relative to the run directory).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gmc_grpo.records import atomic_write_json, read_json
+
+
+def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
+    """Draw the figures of a finished sweep (`kind="sweep"`) or experiment (`"experiment"`)
+    into `run_dir/figures/`, record them in its `summary.json` and return their paths."""
+    run_dir = Path(run_dir)
+    if kind == "sweep":
+        from figures.toy_bias import draw_sweep
+
+        paths = draw_sweep(run_dir)
+    elif kind == "experiment":
+        from figures.toy_training import write_training_figures
+
+        paths = write_training_figures(run_dir)
+    else:
+        raise ValueError(f"draw_figures: kind must be 'sweep' or 'experiment', got {kind!r}")
+    summary = read_json(run_dir / "summary.json")
+    summary["figures"] = [str(p.relative_to(run_dir)) for p in paths]
+    atomic_write_json(run_dir / "summary.json", summary)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`gmc-grpo toy ...` with figures."""
+    from toy_mdps import cli
+
+    return cli.main(argv, draw_figures=draw_figures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

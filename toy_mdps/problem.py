@@ -1,0 +1,81 @@
+"""The learning problem a toy config describes: the token MDP and the policy class.
+
+Shared by the sweep's and the training's configs (`toy_mdps.sweep.config`,
+`toy_mdps.train.config`), which inherit the MDP fields of `ProblemFields`: the fields, their
+checks and the MDP they build live here once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.configs import config_error, read_json_config
+from toy_mdps.mdp import REWARD_KINDS, TokenMDP
+from toy_mdps.policies import POLICY_CLASSES
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+POLICY_NAMES: tuple[str, ...] = tuple(POLICY_CLASSES)
+
+
+@dataclass(kw_only=True)
+class ProblemFields:
+    """The token MDP and policy class of a toy config (`toy_mdps.mdp.TokenMDP`,
+    `toy_mdps.policies`); `SweepConfig` and the toy `TrainConfig` inherit these fields."""
+
+    num_prompts: int = 8
+    """`K`, uniform prompts"""
+    vocab_size: int = 4
+    """`V` including EOS"""
+    max_length: int = 6
+    """`T`, maximum response length and the `T` of the `1/(T B G)` normalisation"""
+    reward: str = "pattern"
+    """`"pattern"` (sparse target-substring reward) or `"length"` (`R L / T`)"""
+    reward_scale: float = 1.0
+    """`R`, the largest reward"""
+    pattern_length: int = 2
+    """length of each prompt's target pattern"""
+    mdp_seed: int = 0
+    """seed of the target patterns"""
+    policy: str = "tabular"
+    """`"tabular"` softmax or `"loglinear"` (shared features)"""
+    init_scale: float = 1.0
+    """standard deviation of the random initial parameters `theta_0`"""
+
+
+def check_problem_fields(config: Any) -> None:
+    """Check the MDP, policy and group fields of a toy config (errors name field and value)."""
+    for name in ("num_prompts", "max_length", "pattern_length", "num_groups"):
+        if int(getattr(config, name)) < 1:
+            raise config_error(config, name, "must be >= 1")
+    if config.vocab_size < 2:
+        raise config_error(config, "vocab_size", "must be >= 2 (one token is EOS)")
+    if config.pattern_length > config.max_length:
+        raise config_error(config, "pattern_length", f"must be <= max_length={config.max_length}")
+    if config.reward not in REWARD_KINDS:
+        raise config_error(config, "reward", f"must be one of {REWARD_KINDS}")
+    if not config.reward_scale > 0:
+        raise config_error(config, "reward_scale", "must be > 0")
+    if config.policy not in POLICY_NAMES:
+        raise config_error(config, "policy", f"must be one of {POLICY_NAMES}")
+    if not config.init_scale >= 0:
+        raise config_error(config, "init_scale", "must be >= 0")
+
+
+def make_mdp(config: Any) -> TokenMDP:
+    """The `TokenMDP` of a toy config."""
+    return TokenMDP(
+        num_prompts=config.num_prompts,
+        vocab_size=config.vocab_size,
+        max_length=config.max_length,
+        reward=config.reward,
+        reward_scale=config.reward_scale,
+        pattern_length=config.pattern_length,
+        seed=config.mdp_seed,
+    )
+
+
+def read_toy_config(path: str | Path, what: str, pattern: str = "*.json") -> dict[str, Any]:
+    """A JSON config file; a missing one names the shipped configs of `toy_mdps/configs/`."""
+    return read_json_config(path, what, CONFIG_DIR, pattern)

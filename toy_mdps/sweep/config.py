@@ -1,0 +1,172 @@
+"""`SweepConfig`: the one config of `gmc-grpo toy sweep` (files in `toy_mdps/configs/`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
+from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
+from gmc_grpo.methods import (
+    ADVANTAGE_CHOICES,
+    PAPER_METHODS,
+    check_method_fields,
+    get_method,
+    method_names,
+)
+from toy_mdps.problem import CONFIG_DIR, ProblemFields, check_problem_fields, read_toy_config
+
+BEHAVIOR_MODES = ("trajectory", "direct")
+DIRECTIONS = ("random", "suppress")
+
+
+def sweep_methods() -> tuple[str, ...]:
+    """The registered methods the sweep can measure: those that are an estimator alone (a
+    gradient edit such as GAC's needs the previous step's gradient, which a sweep has not)."""
+    return tuple(m for m in method_names() if get_method(m).gradient_edit is None)
+
+
+@dataclass
+class SweepConfig(ProblemFields):
+    """A grid of `method x staleness x eps x G x seed` estimator measurements on one token MDP.
+
+    The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
+    `pattern_length`, `mdp_seed`, `policy`, `init_scale`) come from
+    `toy_mdps.problem.ProblemFields`, documented there.
+    """
+
+    name: str = "sweep"
+    """run name (default output folder `runs/toy_sweep_<name>`)"""
+    # -- behavior policy (`toy_mdps.behavior`) -----------------------------------------------------
+    behavior: str = "trajectory"
+    """`"trajectory"` (`theta = theta_N`, `theta_behavior = theta_{N - delay}` of a reference
+    learner) or `"direct"` (`theta_0` perturbed to each target KL)"""
+    trajectory_steps: int = 64
+    """`N`, steps of the reference learner (exact gradient ascent)"""
+    lr: float = 5.0
+    """the reference learner's step size"""
+    trajectory_noise: float = 0.0
+    """standard deviation of Gaussian noise added to each exact gradient"""
+    delays: list[int] = field(default_factory=lambda: [0, 8, 16, 32, 64])
+    """the delays `tau` of the grid (trajectory mode), each `<= trajectory_steps`"""
+    target_kls: list[float] = field(default_factory=lambda: [0.01, 0.1, 0.5])
+    """the mean-over-prompts `KL(pi_theta || pi_behavior)` values (direct mode)"""
+    direction: str = "random"
+    """direct mode's perturbation: `"random"` or `"suppress"` (lower the behavior probability of
+    the current policy's favourite first token: large token ratios)"""
+    direct_version_lag: int = 8
+    """A-3PO's version lag `d` in direct mode (trajectory mode uses `tau`)"""
+    # -- estimators (`gmc_grpo.methods`) -----------------------------------------------------------
+    methods: list[str] = field(
+        default_factory=lambda: [s.name for s in PAPER_METHODS if s.gradient_edit is None]
+    )
+    """registered methods without a gradient edit (default: the paper's, `is, grpo, tic, gmc,
+    vcpo, a3po`; a user's registered method is measured when listed here)"""
+    eps_values: list[float] = field(default_factory=lambda: [PAPER_CAP_EPS])
+    """caps `1 + eps` of the methods that use one (TIC, GMC; 0.28, Appendix B.1); the others
+    are measured once per grid cell (their `eps` is null)"""
+    group_sizes: list[int] = field(default_factory=lambda: [2, 8, 32, 128])
+    """`G` values (`>= 2`)"""
+    num_groups: int = 4
+    """`B`, groups per minibatch (paper: 8, Appendix B.1)"""
+    advantage: str = "loo"
+    """`"loo"` for every method (default; then IS is exactly unbiased, see
+    `toy_mdps.statistics`), `"centered"`, `"std"`, or `"paper"` (each method's own)"""
+    clip_low: float = TOKEN_CLIP
+    """GRPO's and A-3PO's lower token clip (0.2, Appendix B.1)"""
+    clip_high: float = TOKEN_CLIP
+    """their upper token clip (0.2, Appendix B.1)"""
+    truncation: float = VCPO_TRUNCATION
+    """VCPO's `c` (8, VCPO's code)"""
+    a3po_mask_threshold: float = A3PO_MASK_THRESHOLD
+    """A-3PO's mask on `pi_prox / mu` (5, AReaL)"""
+    # -- Monte Carlo -------------------------------------------------------------------------------
+    seeds: list[int] = field(default_factory=lambda: [0])
+    """replicates; seed `s` draws `theta_0` (seed `s`), the perturbation direction and the
+    samples of every cell"""
+    num_minibatches: int = 400
+    """`M` independent minibatches per grid point"""
+    confidence: float = 0.95
+    """level of the reported intervals"""
+    figures: bool = True
+    """draw the figures after the run (`gmc-grpo toy sweep` does, through `pipeline.toy`)"""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, why: str) -> ValueError:
+            return config_error(self, name, why)
+
+        check_problem_fields(self)
+        if self.behavior not in BEHAVIOR_MODES:
+            raise bad("behavior", f"must be one of {BEHAVIOR_MODES}")
+        if self.trajectory_steps < 0:
+            raise bad("trajectory_steps", "must be >= 0")
+        if not self.lr > 0:
+            raise bad("lr", "must be > 0")
+        if not self.trajectory_noise >= 0:
+            raise bad("trajectory_noise", "must be >= 0")
+        if self.behavior == "trajectory":
+            if not self.delays:
+                raise bad("delays", "must be non-empty in trajectory mode")
+            for d in self.delays:
+                if not 0 <= d <= self.trajectory_steps:
+                    raise bad(
+                        "delays",
+                        f"every delay must be in [0, trajectory_steps={self.trajectory_steps}]",
+                    )
+        else:
+            if not self.target_kls:
+                raise bad("target_kls", "must be non-empty in direct mode")
+            if any(not (k >= 0 and math.isfinite(k)) for k in self.target_kls):
+                raise bad("target_kls", "every target KL must be finite and >= 0")
+        check_choice(self, "direction", DIRECTIONS)
+        if self.direct_version_lag < 0:
+            raise bad("direct_version_lag", "must be >= 0")
+        allowed = sweep_methods()
+        if not self.methods or any(m not in allowed for m in self.methods):
+            raise bad("methods", f"must be a non-empty subset of {allowed}")
+        if len(set(self.methods)) != len(self.methods):
+            raise bad("methods", "has duplicates")
+        if not self.eps_values or any(not (e > 0 and math.isfinite(e)) for e in self.eps_values):
+            raise bad("eps_values", "must be non-empty, each finite and > 0")
+        if not self.group_sizes or any(g < 2 for g in self.group_sizes):
+            raise bad("group_sizes", "must be non-empty, each >= 2 (advantages need G >= 2)")
+        check_choice(self, "advantage", ADVANTAGE_CHOICES)
+        check_method_fields(self)
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise bad("seeds", "must be non-empty without duplicates")
+        if self.num_minibatches < 3:
+            raise bad("num_minibatches", "must be >= 3 (jackknife intervals)")
+        if not 0 < self.confidence < 1:
+            raise bad("confidence", "must be in (0, 1)")
+
+    @property
+    def staleness_values(self) -> list[float]:
+        """The delays (trajectory mode) or target KLs (direct mode) of the grid."""
+        return list(self.delays) if self.behavior == "trajectory" else list(self.target_kls)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SweepConfig:
+        """Build from a dict, rejecting unknown keys (keys starting with `_` are comments; a
+        `kind` key, used by the other configs of `toy_mdps/configs/`, must be `"sweep"`)."""
+        kind = data.get("kind")
+        if kind is not None and kind != "sweep":
+            raise ValueError(
+                f"this is a {kind!r} config, not a sweep config (run it with `gmc-grpo toy {kind}`)"
+            )
+        return dataclass_from_dict(cls, data, ignore=("kind",))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> SweepConfig:
+        """Read a JSON config (e.g. `toy_mdps/configs/quick.json`)."""
+        return cls.from_dict(read_toy_config(path, "sweep"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def shipped_config(name: str) -> Path:
+    """Path of a config shipped in `toy_mdps/configs/` (`"quick"`, `"full"`, ...)."""
+    return CONFIG_DIR / f"{name}.json"

@@ -1,0 +1,257 @@
+"""The configs of `gmc-grpo toy train`: one run (`TrainConfig`) and a grid of runs
+(`ExperimentConfig`, the files `toy_mdps/configs/train_*.json`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.configs import check_choice, check_field_names, config_error, dataclass_from_dict
+from gmc_grpo.methods import (
+    ADVANTAGE_CHOICES,
+    MethodSettings,
+    check_method_fields,
+    get_method,
+    method_names,
+)
+from gmc_grpo.staleness import SCHEDULE_NAMES
+from toy_mdps.mdp import TokenMDP
+from toy_mdps.problem import (
+    CONFIG_DIR,
+    ProblemFields,
+    check_problem_fields,
+    make_mdp,
+    read_toy_config,
+)
+
+OPTIMIZERS = ("adam", "sgd")
+LR_SCHEDULES = ("cosine", "constant")
+EXPERIMENT_KINDS = ("runs", "delay_sweep", "group_size", "length_coupled", "eps_star")
+# the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
+QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
+
+
+@dataclass
+class TrainConfig(ProblemFields, MethodSettings):
+    """One asynchronous toy learner, run for every seed in `seeds` at once (`gmc-grpo toy train`).
+
+    The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
+    `pattern_length`, `mdp_seed`, `policy`, `init_scale`) come from
+    `toy_mdps.problem.ProblemFields`, the method constants (`eps`, `clip_low`, `clip_high`,
+    `truncation`, `a3po_mask_threshold`, `vcpo_rho_ref`, `gac_low`, `gac_high`) from
+    `gmc_grpo.methods.MethodSettings`, each documented there. The optimizer follows the LLM
+    recipe of Appendix B.1, scaled to the toy problem.
+    """
+
+    name: str = "train"
+    """run name"""
+    init_seed: int = 0
+    """seed of `theta_0`, shared by every learner seed (`toy_mdps.train.learner`)"""
+    method: str = "gmc"
+    """a registered method: `is`, `grpo`, `tic`, `gmc`, `vcpo`, `gac`, `a3po` or your own"""
+    advantage: str = "paper"
+    """`"paper"` (the method's own, Appendix B.1; VCPO: its minimum-variance baseline) or one
+    kind for every method (`loo`, `centered`, `std`; VCPO then keeps only its ESS step size and
+    truncation)"""
+    # -- batches and staleness (`gmc_grpo.staleness`) ----------------------------------------
+    num_groups: int = 8
+    """`B` groups per step (8, Appendix B.1)"""
+    group_size: int = 8
+    """`G` responses per group (8, Appendix B.1)"""
+    schedule: str = "fixed_delay"
+    """`"fixed_delay"` (FIFO of `delay` batches, B.1) or `"length_coupled"` (`tau_ready =
+    tau_launch + lam L`, B.1; `L` = the batch's mean response length in tokens, one clock tick
+    per launch)"""
+    delay: int = 0
+    """`D` of the fixed-delay schedule"""
+    lam: float = 4.0
+    """`lambda` of the length-coupled schedule, in launches per token (paper: 28 in its own
+    units; 4 gives a mean lag of about 15 steps on the `K = 4, T = 5` MDP, 8 about 24)"""
+    max_launches: int = 400
+    """cap of launches per warm-up or refill (400, B.1)"""
+    # -- optimizer (Appendix B.1, scaled) ------------------------------------------------------
+    optimizer: str = "adam"
+    """`"adam"` (B.1: AdamW 8-bit, no weight decay) or `"sgd"`"""
+    lr: float = 0.05
+    """peak step size"""
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    """Adam's `(beta1, beta2)` (0.9, 0.999, B.1)"""
+    adam_eps: float = 1e-8
+    """Adam's denominator constant"""
+    lr_schedule: str = "cosine"
+    """`"cosine"` (warm-up then cosine decay, B.1; `gmc_grpo.schedules`) or `"constant"`"""
+    warmup_ratio: float = 0.03
+    """linear warm-up fraction of `total_steps` (3%, B.1)"""
+    min_lr_ratio: float = 0.0
+    """the cosine's final step size relative to the peak"""
+    grad_clip: float | None = 1.0
+    """per-seed clip of `||g||` (1.0, B.1); None disables it"""
+    total_steps: int = 200
+    """learner updates `N`"""
+    # -- run ---------------------------------------------------------------------------------
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
+    """independent learners, run at once (a leading seed dimension)"""
+    run_seed: int = 0
+    """mixed with each seed into its generator's seed"""
+    checkpoint_every: int = 50
+    """steps between checkpoints (resumption)"""
+
+    def __post_init__(self) -> None:
+        def bad(name: str, why: str) -> ValueError:
+            return config_error(self, name, why)
+
+        self.betas = list(self.betas)
+        check_problem_fields(self)
+        if self.total_steps < 1:
+            raise bad("total_steps", "must be >= 1")
+        try:
+            get_method(self.method)
+        except ValueError as err:
+            raise bad("method", f"must be a registered method {method_names()}") from err
+        if not math.isfinite(self.eps):
+            raise bad("eps", "must be finite and > 0")
+        check_method_fields(self)
+        check_choice(self, "advantage", ADVANTAGE_CHOICES)
+        if self.group_size < 2:
+            raise bad("group_size", "must be >= 2 (group advantages)")
+        check_choice(self, "schedule", SCHEDULE_NAMES)
+        if self.delay < 0:
+            raise bad("delay", "must be >= 0")
+        if not (self.lam >= 0 and math.isfinite(self.lam)):
+            raise bad("lam", "must be finite and >= 0")
+        if self.max_launches < 1:
+            raise bad("max_launches", "must be >= 1")
+        check_choice(self, "optimizer", OPTIMIZERS)
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise bad("lr", "must be finite and > 0")
+        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
+            raise bad("betas", "must be two numbers in [0, 1)")
+        if not self.adam_eps > 0:
+            raise bad("adam_eps", "must be > 0")
+        check_choice(self, "lr_schedule", LR_SCHEDULES)
+        if not 0 <= self.warmup_ratio < 1:
+            raise bad("warmup_ratio", "must be in [0, 1)")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise bad("min_lr_ratio", "must be in [0, 1]")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise bad("grad_clip", "must be > 0 or null")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise bad("seeds", "must be non-empty without duplicates")
+        if self.checkpoint_every < 1:
+            raise bad("checkpoint_every", "must be >= 1")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict, rejecting unknown keys (keys starting with `_` are comments)."""
+        return dataclass_from_dict(cls, data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TrainConfig:
+        return cls.from_dict(read_toy_config(path, "train"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def make_mdp(self) -> TokenMDP:
+        return make_mdp(self)
+
+    def method_settings(self) -> MethodSettings:
+        """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
+        return MethodSettings.of(self)
+
+
+@dataclass
+class ExperimentConfig:
+    """A grid of toy training runs (`toy_mdps/configs/train_*.json`)."""
+
+    name: str = "experiment"
+    """experiment name (default output folder `runs/toy_train_<name>`)"""
+    kind: str = "runs"
+    """what the analysis reports: `runs` (table only), `delay_sweep` (Table 3 analogue),
+    `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1)"""
+    base: dict[str, Any] = field(default_factory=dict)
+    """`TrainConfig` fields shared by every point"""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """`TrainConfig` field -> list of values, crossed (cartesian product)"""
+    zip: dict[str, list[Any]] = field(default_factory=dict)
+    """`TrainConfig` field -> list of values, all of one length, taken together (e.g.
+    `total_steps` with `lr`), then crossed with `grid`"""
+    confidence: float = 0.95
+    """level of the intervals over seeds"""
+    figures: bool = True
+    """draw the figures after the run (`gmc-grpo toy train` does, through `pipeline.toy`)"""
+    description: str = ""
+    """one line for the report"""
+
+    def __post_init__(self) -> None:
+        if self.kind not in EXPERIMENT_KINDS:
+            raise ValueError(
+                f"ExperimentConfig.kind={self.kind!r}: must be one of {EXPERIMENT_KINDS}"
+            )
+        for part in ("base", "grid", "zip"):
+            try:
+                check_field_names(TrainConfig, list(getattr(self, part)))
+            except ValueError as err:
+                raise ValueError(f"ExperimentConfig.{part}: {err}") from None
+        for part in ("grid", "zip"):
+            for key, values in getattr(self, part).items():
+                if not isinstance(values, list) or not values:
+                    raise ValueError(f"ExperimentConfig.{part}[{key!r}]={values!r}: needs a list")
+        lengths = {len(v) for v in self.zip.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"ExperimentConfig.zip={self.zip!r}: lists of different lengths")
+        overlap = set(self.grid) & set(self.zip)
+        if overlap:
+            raise ValueError(f"ExperimentConfig: fields {sorted(overlap)} in both grid and zip")
+        if not 0 < self.confidence < 1:
+            raise ValueError(f"ExperimentConfig.confidence={self.confidence}: must be in (0, 1)")
+        self.points()  # every point must be a valid TrainConfig
+
+    def points(self) -> list[tuple[str, TrainConfig, dict[str, Any]]]:
+        """`(point name, TrainConfig, the varied values)` for every grid point, in run order."""
+        zipped = (
+            [
+                dict(zip(self.zip, values, strict=True))
+                for values in zip(*self.zip.values(), strict=True)
+            ]
+            if self.zip
+            else [{}]
+        )
+        crossed = [
+            dict(zip(self.grid, values, strict=True))
+            for values in itertools.product(*self.grid.values())
+        ]
+        out = []
+        for z in zipped:
+            for g in crossed:
+                varied = {**z, **g}
+                label = "_".join(f"{k}={_label(v)}" for k, v in varied.items()) or "run"
+                cfg = TrainConfig.from_dict({**self.base, **varied, "name": f"{self.name}/{label}"})
+                out.append((label, cfg, varied))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:
+        return dataclass_from_dict(cls, data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ExperimentConfig:
+        return cls.from_dict(read_toy_config(path, "experiment", "train_*.json"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def shipped_experiment(name: str) -> Path:
+    """Path of a shipped experiment, e.g. `"delay_quick"` -> `configs/train_delay_quick.json`."""
+    return CONFIG_DIR / f"train_{name}.json"

@@ -1,0 +1,242 @@
+"""`gmc-grpo toy train`: resumable runs of the asynchronous toy learner, and experiments (grids).
+
+**A run** (`train`) is one `TrainConfig` for all its seeds at once. Its directory is a standard
+run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row per step per
+seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
+`summary.json` (per-seed final `J(theta_N)`, the convergence metric
+`(1/N) sum_{n<N} ||grad J(theta_n)||^2`, the realised lag moments, and means with t-intervals
+over seeds), and while running `checkpoint.pt` (parameters, Adam moments, schedules with their
+queued batches, generator states, GAC states), written atomically every `checkpoint_every`
+steps. A killed run restarted on the same directory drops the rows at or after the checkpoint's
+step and continues from it; since every random number comes from the checkpointed per-seed
+generators, the records equal those of an uninterrupted run (a test checks it).
+
+**An experiment** (`toy_mdps.train.config.ExperimentConfig`, files
+`toy_mdps/configs/train_*.json`) is a grid of runs:
+`base` TrainConfig fields, a cartesian `grid` and a `zip` of equally long lists (zipped, then
+crossed with the grid). Each grid point is a run in `<out>/<point name>/`; finished points
+(summary present, same config) are skipped, partial ones resume from their checkpoint. At the end
+`results.csv` (one row per point) and `summary.json` (the experiment's analysis,
+`toy_mdps.train.analysis`) are written. The figures are drawn from these files afterwards
+(`figures.toy_training`; `gmc-grpo toy train` does it through `pipeline.toy`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
+from gmc_grpo.stats import t_interval
+from toy_mdps.train.analysis import analyse
+from toy_mdps.train.config import ExperimentConfig, TrainConfig
+from toy_mdps.train.learner import AsyncLearner, exact_state
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def summarise_rows(
+    rows: list[dict[str, Any]],
+    config: TrainConfig,
+    final_objective: dict[int, float],
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Per-seed and across-seed summary of a run's metrics rows (see the module docstring)."""
+    per_seed: dict[int, dict[str, float]] = {}
+    for seed in config.seeds:
+        mine = [r for r in rows if r["seed"] == seed]
+        mine.sort(key=lambda r: r["step"])
+        lags = [r["staleness/lag"] for r in mine]
+        n = len(mine)
+        quarter = mine[: max(1, n // 4)]
+        per_seed[seed] = {
+            "convergence_metric": sum(r["policy/grad_norm_sq"] for r in mine) / n,
+            "final_objective": final_objective[seed],
+            "mean_objective": sum(r["policy/objective"] for r in mine) / n,
+            "objective_at_quarter": mine[len(quarter)]["policy/objective"]
+            if len(quarter) < n
+            else final_objective[seed],
+            "lag_mean": sum(lags) / n,
+            "lag_tau4": sum(lag**4 for lag in lags) / n,
+            "kl_mean": sum(r["ratio/kl_exact"] for r in mine) / n,
+            "final_entropy": mine[-1]["policy/entropy"],
+        }
+    keys = next(iter(per_seed.values())).keys()
+    across = {k: t_interval([per_seed[s][k] for s in config.seeds], level) for k in keys}
+    return {
+        "name": config.name,
+        "total_steps": config.total_steps,
+        "seeds": list(config.seeds),
+        "confidence": level,
+        "per_seed": {str(s): v for s, v in per_seed.items()},
+        "mean": across,
+    }
+
+
+def train(
+    config: TrainConfig,
+    run_dir: str | Path,
+    *,
+    resume: bool = True,
+    progress: bool = False,
+    stop_after: int | None = None,
+) -> dict[str, Any] | None:
+    """Run (or resume, or reuse) one run in `run_dir`; returns its summary.
+
+    Args:
+        resume: continue from `checkpoint.pt` (or reuse a finished run) if the directory holds
+            the same config; `False` starts over.
+        progress: show a tqdm bar over steps.
+        stop_after: stop after this many steps without a summary (simulates a killed run;
+            returns `None`).
+    """
+    from tqdm import tqdm
+
+    run_dir = Path(run_dir)
+    ckpt_path = run_dir / CHECKPOINT
+    same = (run_dir / "config.json").exists() and read_json(run_dir / "config.json").get(
+        "config"
+    ) == config.to_dict()
+    if resume and same and (run_dir / "summary.json").exists():
+        return read_json(run_dir / "summary.json")
+    if resume and (run_dir / "config.json").exists() and not same:
+        raise ValueError(
+            f"{run_dir} holds a run with a different config; pass --fresh or choose another --out"
+        )
+    learner = AsyncLearner(config)
+    start = 0
+    if resume and same and ckpt_path.exists():
+        learner.load_state_dict(torch.load(ckpt_path, weights_only=False))
+        start = learner.step
+    elif not (resume and same):
+        ckpt_path.unlink(missing_ok=True)
+    writer = RunWriter(run_dir, config.to_dict(), resume=resume and same, keep_steps_below=start)
+    bar = tqdm(total=config.total_steps, initial=start, desc=config.name, disable=not progress)
+    try:
+        for n in range(start, config.total_steps):
+            writer.log_metrics_many(learner.train_step())
+            bar.update(1)
+            if learner.step % config.checkpoint_every == 0 and learner.step < config.total_steps:
+                _save_checkpoint(ckpt_path, learner.state_dict())
+            if stop_after is not None and n + 1 >= stop_after:
+                return None
+        final = exact_state(learner.mdp, learner.policy, learner.theta)
+        rows = read_jsonl(run_dir / "metrics.jsonl")
+        final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
+        summary = summarise_rows(rows, config, final_j)
+        writer.write_summary(summary)
+        ckpt_path.unlink(missing_ok=True)
+        return summary
+    finally:
+        bar.close()
+        writer.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# Experiments
+# ----------------------------------------------------------------------------------------------
+
+
+RESULT_COLUMNS = (
+    "point",
+    "method",
+    "delay",
+    "schedule",
+    "group_size",
+    "eps",
+    "total_steps",
+    "lr",
+    "num_seeds",
+)
+RESULT_METRICS = (
+    "convergence_metric",
+    "final_objective",
+    "mean_objective",
+    "objective_at_quarter",
+    "lag_mean",
+    "lag_tau4",
+    "kl_mean",
+    "final_entropy",
+)
+
+
+def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[str, Any]:
+    """One row of `results.csv`: the point's settings and each metric's mean and interval."""
+    row: dict[str, Any] = {
+        "point": label,
+        "method": cfg.method,
+        "delay": cfg.delay if cfg.schedule == "fixed_delay" else None,
+        "schedule": cfg.schedule,
+        "group_size": cfg.group_size,
+        "eps": cfg.eps,
+        "total_steps": cfg.total_steps,
+        "lr": cfg.lr,
+        "num_seeds": len(cfg.seeds),
+    }
+    for key in RESULT_METRICS:
+        stat = summary["mean"][key]
+        row[key] = stat["mean"]
+        row[f"{key}_lo"] = stat["lo"]
+        row[f"{key}_hi"] = stat["hi"]
+    return row
+
+
+def run_experiment(
+    config: ExperimentConfig,
+    out_dir: str | Path,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run (or resume) every point of the experiment; returns the experiment's summary.
+
+    Writes `experiment.json`, one run directory per point, `results.csv` and `summary.json`.
+    """
+    from tqdm import tqdm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out_dir / "experiment.json", config.to_dict())
+    points = config.points()
+    rows = []
+    started = time.perf_counter()
+    bar = tqdm(total=len(points), desc=f"toy train {config.name}", disable=not progress)
+    try:
+        for label, cfg, _ in points:
+            bar.set_postfix_str(label)
+            summary = train(cfg, out_dir / label, resume=not fresh)
+            assert summary is not None
+            rows.append(result_row(label, cfg, summary))
+            bar.update(1)
+    finally:
+        bar.close()
+    write_results_csv(rows, out_dir / "results.csv")
+    analysis = analyse(config, rows, out_dir)
+    analysis["wall_s"] = time.perf_counter() - started
+    atomic_write_json(out_dir / "summary.json", analysis)
+    return analysis
+
+
+def write_results_csv(rows: list[dict[str, Any]], path: Path) -> None:
+    """`results.csv`: one row per grid point (`RESULT_COLUMNS`, then each metric, lo, hi)."""
+    columns = list(RESULT_COLUMNS)
+    for key in RESULT_METRICS:
+        columns += [key, f"{key}_lo", f"{key}_hi"]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: row.get(k) for k in columns})
+    os.replace(tmp, path)
