@@ -2,22 +2,32 @@
 
 Design (the one measured in `bench/gpu_learner_step.py`, which imports these functions):
 
-- **Log-probs.** The transformer body runs once per micro-batch; the log-softmax over the
-  vocabulary is computed in chunks of `chunk` positions, each chunk under activation
-  checkpointing, so the full `[tokens, vocab]` float32 logits never exist at once. The same
-  chunk also gives the current policy's token entropy (detached; Figure 4).
-- **Micro-batches hold whole groups.** Every method's coefficient depends only on the group
-  (GMC's `rho_bar`) or on the trajectory/token, so the coefficient computed from a micro-batch's
-  own forward pass is the full-batch one. `policy_loss` normalises a micro-batch of `b` groups by
-  `1/(T b G)`; scaling it by `b / B` makes the accumulated gradient exactly the full-batch
-  gradient under the paper's `1/(T B G)` (tested against the core estimator's hand formula).
+- **Log-probs.** The transformer body runs once per micro-batch, by default on the micro-batch's
+  real tokens packed into one sequence with attention kept inside each trajectory
+  (`llm_runs.packing`; `LearnerSettings.packed=False` runs the right-padded batch instead, the
+  reference path, same values up to float rounding). The log-softmax over the vocabulary is
+  computed on the response positions only, in chunks of `chunk` positions, each chunk under
+  activation checkpointing, so the full `[tokens, vocab]` float32 logits never exist at once. The
+  same chunk also gives the current policy's token entropy (detached; Figure 4).
+- **Micro-batches hold whole groups**: `groups_per_micro` groups each, or as many consecutive
+  groups as fit in `micro_batch_tokens` real tokens. Every method's coefficient depends only on
+  the group (GMC's `rho_bar`) or on the trajectory/token, so the coefficient computed from a
+  micro-batch's own forward pass is the full-batch one. `policy_loss` normalises a micro-batch of
+  `b` groups by `1/(T b G)`; scaling it by `b / B` makes the accumulated gradient exactly the
+  full-batch gradient under the paper's `1/(T B G)` (tested against the core estimator's hand
+  formula), whatever the micro-batches' sizes.
 - **One update** (`Learner.step`): advantages (the method's kind, or VCPO's minimum-variance
-  baseline), accumulated gradient, GAC's projection, gradient-norm clip, VCPO's ESS-scaled step
-  size, optimizer step, scheduler step. Diagnostics are recomputed on the full minibatch from the
-  detached log-probs, so they do not depend on the micro-batching.
+  baseline, whose per-trajectory score norms come out of each micro-batch's own backward,
+  `llm_runs.sample_norms`), accumulated gradient, GAC's projection (in place, parameter by
+  parameter), gradient-norm clip, VCPO's ESS-scaled step size, optimizer step, scheduler step.
+  Diagnostics are recomputed on the full minibatch from the detached log-probs, so they do not
+  depend on the micro-batching.
 
 Shapes: `B` groups, `G` responses per group, `S` padded prompt + response length, `T` padded
 response length, `H` hidden size, `V` vocabulary.
+
+`token_logprobs`, `micro_logprobs(..., packed=False)` and `Learner.trajectory_scores` are the
+padded and per-trajectory references the fast paths are tested against.
 """
 
 from __future__ import annotations
@@ -33,8 +43,19 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from gmc_grpo import advantages as advantage_lib
-from gmc_grpo.hooks import GACState, gac_project, vcpo_baseline_advantages, vcpo_step_scale
+from gmc_grpo.hooks import (
+    GACState,
+    gac_project_parameters,
+    vcpo_baseline_advantages,
+    vcpo_step_scale,
+)
 from gmc_grpo.losses import PolicyLossConfig, policy_loss
+from llm_runs.packing import (
+    micro_batch_ranges,
+    pack_micro_batch,
+    packed_hidden_states,
+    scatter_responses,
+)
 
 #: Learner methods, selected by name. Each maps to one core loss (`gmc_grpo.losses`) plus hooks.
 METHOD_LOSS: dict[str, str] = {
@@ -74,7 +95,7 @@ def chunked_token_logprobs(hidden: Tensor, weight: Tensor, targets: Tensor, chun
     Each chunk runs under activation checkpointing when `hidden` requires grad, so at most one
     chunk's `[chunk, V]` float32 logits are alive at a time (forward and backward).
     """
-    out = []
+    out = [hidden.new_zeros(0, dtype=torch.float32)]
     for start in range(0, hidden.shape[0], chunk):
         h, t = hidden[start : start + chunk], targets[start : start + chunk]
         if h.requires_grad:
@@ -88,7 +109,8 @@ def chunked_token_logprobs_entropy(
     hidden: Tensor, weight: Tensor, targets: Tensor, chunk: int
 ) -> tuple[Tensor, Tensor]:
     """As `chunked_token_logprobs`, plus the (detached) entropy of each position: `[N], [N]`."""
-    lps, ents = [], []
+    empty = hidden.new_zeros(0, dtype=torch.float32)
+    lps, ents = [empty], [empty]
     for start in range(0, hidden.shape[0], chunk):
         h, t = hidden[start : start + chunk], targets[start : start + chunk]
         if h.requires_grad:
@@ -283,10 +305,38 @@ def batch_from(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Trajec
     return TrajectoryBatch(**values)
 
 
-def micro_logprobs(
+def packed_micro_logprobs(
     model: torch.nn.Module, batch: TrajectoryBatch, chunk: int
 ) -> tuple[Tensor, Tensor]:
-    """Current-policy log-probs and entropies of every trajectory: `[B, G, T]` each."""
+    """As `micro_logprobs`, on the packed real tokens (`llm_runs.packing`): `[B, G, T]` each.
+
+    The chunked log-softmax runs on the `R` response positions only; zeros past each response.
+    """
+    device = next(model.parameters()).device
+    packed = pack_micro_batch(
+        batch.input_ids, batch.prompt_len, batch.response_len, batch.response_width, device
+    )
+    hidden = packed_hidden_states(model, packed)  # [N, H]
+    lp, ent = chunked_token_logprobs_entropy(
+        hidden.index_select(0, packed.response_hidden_index),
+        output_embedding(model),
+        packed.response_targets,
+        chunk,
+    )
+    return scatter_responses(lp, packed), scatter_responses(ent, packed)
+
+
+def micro_logprobs(
+    model: torch.nn.Module, batch: TrajectoryBatch, chunk: int, *, packed: bool = True
+) -> tuple[Tensor, Tensor]:
+    """Current-policy log-probs and entropies of every trajectory: `[B, G, T]` each.
+
+    packed: pack the real tokens (`packed_micro_logprobs`, the default) or run the right-padded
+        `[B G, S]` batch (`token_logprobs`, the reference). Equal on response tokens up to float
+        rounding; past a response's end the packed path holds 0, the padded one finite values.
+    """
+    if packed:
+        return packed_micro_logprobs(model, batch, chunk)
     b, g, s = batch.input_ids.shape
     t = batch.response_width
     device = next(model.parameters()).device
@@ -303,12 +353,18 @@ def micro_logprobs(
 
 @torch.no_grad()
 def batch_logprobs(
-    model: torch.nn.Module, batch: TrajectoryBatch, chunk: int, groups_per_micro: int
+    model: torch.nn.Module,
+    batch: TrajectoryBatch,
+    chunk: int,
+    groups_per_micro: int,
+    *,
+    packed: bool = True,
 ) -> Tensor:
     """The learner's log-probs of a batch without gradient: `[B, G, T]` float32 on CPU."""
     out = []
     for g0 in range(0, batch.num_groups, groups_per_micro):
-        lp, _ = micro_logprobs(model, batch.groups(g0, g0 + groups_per_micro), chunk)
+        sub = batch.groups(g0, g0 + groups_per_micro)
+        lp, _ = micro_logprobs(model, sub, chunk, packed=packed)
         out.append(lp.float().cpu())
     mask = batch.response_mask()
     return torch.where(mask, torch.cat(out), torch.zeros((), dtype=torch.float32))
@@ -404,6 +460,14 @@ class LearnerSettings:
     behavior_source: `"engine"` or `"learner"` log-probs as `mu` in the ratio.
     vcpo_rho_ref: VCPO's reference ESS (1).
     gac_low, gac_high: GAC's cosine thresholds (0.05, 0.30; B.1).
+    packed: pack each micro-batch's real tokens into one sequence (`llm_runs.packing`, the
+        default) or run the right-padded batch (the reference path; same gradient).
+    micro_batch_tokens: 0 (default): `groups_per_micro` groups per micro-batch; > 0: consecutive
+        whole groups up to this many real (prompt + response) tokens each (a larger group alone).
+    vcpo_norms: how VCPO gets `||grad log pi(y_i)||^2`: `"in_backward"` (default; per-trajectory
+        gradients inside each micro-batch's own backward, `llm_runs.sample_norms`; needs
+        `packed`) or `"per_trajectory"` (one extra forward + backward per trajectory, the
+        reference).
     """
 
     method: str
@@ -416,6 +480,12 @@ class LearnerSettings:
     vcpo_rho_ref: float = 1.0
     gac_low: float = 0.05
     gac_high: float = 0.30
+    packed: bool = True
+    micro_batch_tokens: int = 0
+    vcpo_norms: str = "in_backward"
+
+
+VCPO_NORMS: tuple[str, ...] = ("in_backward", "per_trajectory")
 
 
 class Learner:
@@ -434,6 +504,25 @@ class Learner:
     ) -> None:
         if settings.method not in METHOD_LOSS:
             raise ValueError(f"unknown method {settings.method!r}; choose one of {LEARNER_METHODS}")
+        if settings.vcpo_norms not in VCPO_NORMS:
+            raise ValueError(
+                f"LearnerSettings.vcpo_norms must be one of {VCPO_NORMS}, got {settings.vcpo_norms!r}"
+            )
+        if (
+            settings.method == "vcpo"
+            and settings.vcpo_norms == "in_backward"
+            and not settings.packed
+        ):
+            raise ValueError(
+                "LearnerSettings.vcpo_norms='in_backward' needs packed=True (the per-trajectory "
+                "gradients are read off the packed sequence); use vcpo_norms='per_trajectory' "
+                "with the padded path"
+            )
+        if settings.micro_batch_tokens < 0:
+            raise ValueError(
+                f"LearnerSettings.micro_batch_tokens must be >= 0 (0: fixed groups_per_micro), "
+                f"got {settings.micro_batch_tokens}"
+            )
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -460,7 +549,8 @@ class Learner:
 
         Exact, by one forward and one backward per trajectory (`torch.autograd.grad`, the
         parameters' `.grad` untouched): `B G` extra backward passes per update, i.e. about one
-        more full forward + backward of the minibatch in FLOPs, run one sequence at a time.
+        more full forward + backward of the minibatch in FLOPs, run one sequence at a time. The
+        reference (`vcpo_norms="per_trajectory"`) of `accumulate_vcpo`'s in-backward norms.
         """
         b, g = batch.rewards.shape
         mask = batch.response_mask()
@@ -493,13 +583,14 @@ class Learner:
         Returns the detached current log-probs `[B, G, T]` (float32, CPU) and entropies.
         """
         num_groups = batch.num_groups
-        per = self.settings.groups_per_micro
         mask = batch.response_mask()
         lps, ents = [], []
-        for g0 in range(0, num_groups, per):
-            sub = batch.groups(g0, g0 + per)
-            lp, ent = micro_logprobs(self.model, sub, self.settings.logit_chunk)
-            sl = slice(g0, g0 + per)
+        for g0, g1 in self.micro_batches(batch):
+            sub = batch.groups(g0, g1)
+            lp, ent = micro_logprobs(
+                self.model, sub, self.settings.logit_chunk, packed=self.settings.packed
+            )
+            sl = slice(g0, g1)
             loss, _ = policy_loss(
                 lp,
                 behavior[sl].to(self.device),
@@ -514,6 +605,43 @@ class Learner:
             ents.append(ent.float().cpu())
         return torch.cat(lps), torch.cat(ents)
 
+    def micro_batches(self, batch: TrajectoryBatch) -> list[tuple[int, int]]:
+        """The `(start, stop)` group ranges of the micro-batches (`packing.micro_batch_ranges`)."""
+        tokens = (batch.prompt_len + batch.response_len).sum(-1).tolist()
+        return micro_batch_ranges(
+            tokens, self.settings.groups_per_micro, self.settings.micro_batch_tokens
+        )
+
+    def accumulate_vcpo(
+        self, batch: TrajectoryBatch, behavior: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, dict[str, float]]:
+        """VCPO's gradient with its baseline's score norms read off each micro-batch's backward.
+
+        One forward and one backward per micro-batch (`llm_runs.sample_norms.vcpo_micro_batch`)
+        instead of `trajectory_scores`' extra forward + backward per trajectory; the same
+        gradient. Returns `(current [B, G, T], entropy [B, G, T], advantages [B, G], metrics)`.
+        """
+        from llm_runs.sample_norms import vcpo_micro_batch
+
+        lps, ents, advs, norms = [], [], [], []
+        for g0, g1 in self.micro_batches(batch):
+            sub = batch.groups(g0, g1)
+            lp, ent, adv, norm = vcpo_micro_batch(
+                self.model,
+                sub,
+                behavior[g0:g1],
+                self.settings.loss,
+                scale=sub.num_groups / batch.num_groups,
+                chunk=self.settings.logit_chunk,
+            )
+            lps.append(lp.detach().float().cpu())
+            ents.append(ent.float().cpu())
+            advs.append(adv.cpu())
+            norms.append(norm.cpu())
+        norm = torch.cat(norms)
+        metrics = {"vcpo/score_norm_mean": float(norm.sqrt().mean())}
+        return torch.cat(lps), torch.cat(ents), torch.cat(advs), metrics
+
     def gradient(
         self, batch: TrajectoryBatch, version: int
     ) -> tuple[dict[str, float], Tensor, Tensor]:
@@ -525,8 +653,12 @@ class Learner:
         mask = batch.response_mask()
         lag = torch.full(batch.rewards.shape, version - batch.behavior_version, dtype=torch.long)
         self.optimizer.zero_grad(set_to_none=True)
-        adv, extra = self.advantages(batch, behavior)
-        current, entropy = self.accumulate(batch, adv, behavior, lag)
+        settings = self.settings
+        if settings.method == "vcpo" and settings.vcpo_norms == "in_backward":
+            current, entropy, adv, extra = self.accumulate_vcpo(batch, behavior)
+        else:
+            adv, extra = self.advantages(batch, behavior)
+            current, entropy = self.accumulate(batch, adv, behavior, lag)
         current = torch.where(mask, current, torch.zeros(()))
         with torch.no_grad():
             _, diag = policy_loss(current, behavior, adv, mask, self.settings.loss, version_lag=lag)
@@ -574,18 +706,11 @@ class Learner:
         return metrics
 
     def _gac_project(self) -> dict[str, float]:
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        flat = torch.cat([g.reshape(-1).float() for g in grads])
-        projected, info = gac_project(
-            flat, self.gac, low=self.settings.gac_low, high=self.settings.gac_high
+        """GAC's projection of `.grad`, parameter by parameter in place (`gac_project_parameters`:
+        the one float32 copy of the previous gradient in `self.gac`, no flattened gradient)."""
+        return gac_project_parameters(
+            self.params, self.gac, low=self.settings.gac_low, high=self.settings.gac_high
         )
-        if info["gac/removed_frac"] > 0:
-            offset = 0
-            for p, g in zip(self.params, grads, strict=True):
-                n = g.numel()
-                p.grad = projected[offset : offset + n].view_as(g).to(g.dtype)
-                offset += n
-        return info
 
 
 def peak_memory_gib(device: torch.device) -> float:

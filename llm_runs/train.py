@@ -157,6 +157,13 @@ class TrainConfig:
     - engine_dtype: "auto" (vLLM: bfloat16, B.1; HF: the learner's dtype) or a dtype name.
     - gradient_checkpointing: activation checkpointing of the decoder layers.
     - logit_chunk: positions per chunk of the log-softmax over the vocabulary.
+    - packed_sequences: pack each micro-batch's real tokens into one sequence, attention kept
+      within each trajectory (`llm_runs.packing`; default); False pads (the reference path).
+    - micro_batch_tokens: 0 (default): micro-batches of `groups_per_micro` groups; > 0:
+      consecutive whole groups up to this many real (prompt + response) tokens each.
+    - vcpo_norms: VCPO's per-trajectory score norms: "in_backward" (default, read off each
+      micro-batch's own backward, `llm_runs.sample_norms`; needs packed_sequences) or
+      "per_trajectory" (one extra backward per trajectory).
     - vllm_gpu_memory_utilization, vllm_kv_cache_memory_bytes: passed to `VLLMEngine`.
 
     Evaluation, logging, checkpoints
@@ -224,6 +231,9 @@ class TrainConfig:
     engine_dtype: str = "auto"
     gradient_checkpointing: bool = True
     logit_chunk: int = 4096
+    packed_sequences: bool = True
+    micro_batch_tokens: int = 0
+    vcpo_norms: str = "in_backward"
     vllm_gpu_memory_utilization: float = 0.35
     vllm_kv_cache_memory_bytes: int | None = None
     eval_every: int = 0
@@ -347,6 +357,12 @@ class TrainConfig:
                 raise bad(name, f"must be one of {DTYPES}")
         if self.logit_chunk < 1:
             raise bad("logit_chunk", "must be >= 1")
+        if self.micro_batch_tokens < 0:
+            raise bad("micro_batch_tokens", "must be >= 0 (0: groups_per_micro groups each)")
+        if self.vcpo_norms not in ("in_backward", "per_trajectory"):
+            raise bad("vcpo_norms", "must be 'in_backward' or 'per_trajectory'")
+        if self.vcpo_norms == "in_backward" and not self.packed_sequences:
+            raise bad("vcpo_norms", "must be 'per_trajectory' when packed_sequences is False")
         if self.eval_every < 0:
             raise bad("eval_every", "must be >= 0")
         if self.eval_limit is not None and self.eval_limit < 1:
@@ -678,6 +694,9 @@ class Trainer:
             vcpo_rho_ref=config.vcpo_rho_ref,
             gac_low=config.gac_low,
             gac_high=config.gac_high,
+            packed=config.packed_sequences,
+            micro_batch_tokens=config.micro_batch_tokens,
+            vcpo_norms=config.vcpo_norms,
         )
         self.learner = Learner(model, optimizer, scheduler, settings)
         if config.schedule == "fixed_delay":
@@ -785,7 +804,11 @@ class Trainer:
         batch = self._to_batch(samples, problems, indices, version)
         if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
             batch.learner_logprobs = batch_logprobs(
-                self.model, batch, config.logit_chunk, config.groups_per_micro
+                self.model,
+                batch,
+                config.logit_chunk,
+                config.groups_per_micro,
+                packed=config.packed_sequences,
             )
         self.rollout_seconds += time.perf_counter() - t0
         return batch
