@@ -53,6 +53,8 @@ from torch import Tensor
 
 #: Prefix of the attention implementation name `enable_packed_attention` registers.
 PACKED_ATTENTION_PREFIX = "gmc_packed_"
+#: Calls of the per-trajectory attention so far (`packed_hidden_states` checks that it ran).
+_SEGMENT_CALLS = [0]
 
 
 @dataclass(frozen=True)
@@ -176,14 +178,13 @@ def _segment_attention(
     scaling: float | None,
 ) -> Tensor:
     """Causal attention within each segment: `[1, Hq, N, d], [1, Hkv, N, d] -> [1, N, Hq, d]`."""
+    _SEGMENT_CALLS[0] += 1
     heads, kv_heads = query.shape[1], key.shape[1]
-    gqa = {}
     if heads != kv_heads:
-        if query.device.type == "cuda":
-            gqa["enable_gqa"] = True  # SDPA's flash kernel handles grouped heads itself
-        else:
-            key = key.repeat_interleave(heads // kv_heads, dim=1)
-            value = value.repeat_interleave(heads // kv_heads, dim=1)
+        # grouped heads expanded, not SDPA's `enable_gqa` (honoured by its flash kernel only),
+        # so that every SDPA backend stays eligible; the copy is small next to the layer
+        key = key.repeat_interleave(heads // kv_heads, dim=1)
+        value = value.repeat_interleave(heads // kv_heads, dim=1)
     outs = [
         torch.nn.functional.scaled_dot_product_attention(
             query[:, :, start:stop],
@@ -192,7 +193,6 @@ def _segment_attention(
             dropout_p=dropout,
             scale=scaling,
             is_causal=True,
-            **gqa,
         )
         for start, stop in segments.bounds
     ]
@@ -241,7 +241,12 @@ def enable_packed_attention(model: torch.nn.Module) -> None:
         mask_fn = ALL_MASK_ATTENTION_FUNCTIONS._global_mapping.get(current)
         if mask_fn is not None:
             AttentionMaskInterface.register(name, mask_fn)
-    model.set_attn_implementation(name)
+    try:
+        model.set_attn_implementation(name)
+    except (ValueError, KeyError, ImportError):  # a version that vets custom names differently
+        config._attn_implementation = name
+    if config._attn_implementation != name:
+        raise RuntimeError(f"could not switch the model's attention to {name!r}")
 
 
 def packed_hidden_states(model: torch.nn.Module, packed: PackedMicroBatch) -> Tensor:
@@ -249,12 +254,18 @@ def packed_hidden_states(model: torch.nn.Module, packed: PackedMicroBatch) -> Te
     enable_packed_attention(model)
     body = model.model
     layer_types = set(getattr(body.config, "layer_types", None) or ["full_attention"])
+    calls = _SEGMENT_CALLS[0]
     hidden = body(
         input_ids=packed.input_ids,
         position_ids=packed.position_ids,
         attention_mask={kind: packed.segments for kind in layer_types},
         use_cache=False,
     ).last_hidden_state
+    if _SEGMENT_CALLS[0] == calls:
+        raise RuntimeError(
+            "the packed forward pass did not reach the per-trajectory attention (this "
+            "transformers version does not pass a dict attention mask through): use packed=False"
+        )
     return hidden[0]
 
 

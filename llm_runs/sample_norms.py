@@ -141,7 +141,7 @@ class SampleGradients:
     @staticmethod
     def _add_grad(param: nn.Parameter, value: Tensor) -> None:
         if param.grad is None:
-            param.grad = value.to(param.dtype).clone()
+            param.grad = value.to(param.dtype, copy=True)
         else:
             param.grad.add_(value)
 
