@@ -11,7 +11,10 @@ report gives each case's median seconds and the median over rounds of the per-ro
 - `vcpo / grpo` (both packed): VCPO with its score norms read off each micro-batch's backward
   (`llm_runs.sample_norms`; issue 14's target is <= 1.3);
 - `vcpo per-trajectory / grpo`: VCPO with one extra backward per trajectory (the path replaced);
-- `gac / grpo`: GAC's in-place, parameter-by-parameter projection.
+- `gac / grpo`: GAC's in-place, parameter-by-parameter projection;
+- `per-trajectory SDPA / transformers' packed mask`: forward + backward of the transformer body
+  on one packed group, our attention (`llm_runs.packing.packed_attention`) against transformers'
+  own packed-sequence support (restarting `position_ids`, which builds a dense `[N, N]` mask).
 
     python bench/bench_packing.py                  # writes bench/results/packing_cpu.json
     python bench/bench_packing.py --rounds 3 --no-reference
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_trainer_step import make_batch, settings_for  # noqa: E402
 
 from llm_runs.learner import Learner  # noqa: E402
+from llm_runs.packing import pack_micro_batch, packed_hidden_states  # noqa: E402
 
 #: the CPU benchmark's model (a tiny Qwen3; the heads and widths of a small real one, scaled down)
 CPU_SHAPE = dict(
@@ -94,13 +98,30 @@ def main(argv: list[str] | None = None) -> dict:
     }
     if not args.no_reference:
         cases["vcpo packed (one backward per trajectory)"] = learner("vcpo", True, "per_trajectory")
-    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    group = batch.groups(0, 1)
+    packed = pack_micro_batch(
+        group.input_ids, group.prompt_len, group.response_len, group.response_width, "cpu"
+    )
+
+    def body_ours() -> None:
+        packed_hidden_states(model, packed).sum().backward()
+
+    def body_transformers() -> None:  # no attention mask + restarting position ids
+        model.model(
+            input_ids=packed.input_ids, position_ids=packed.position_ids
+        ).last_hidden_state.sum().backward()
+
+    steps = {name: (lambda case=case: case.step(batch, 1)) for name, case in cases.items()}
+    steps["body, one group: per-trajectory SDPA"] = body_ours
+    steps["body, one group: transformers' packed mask"] = body_transformers
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(args.rounds + 1):
-        for name, case in cases.items():
+        for name, step in steps.items():
             t0 = time.perf_counter()
-            case.step(batch, 1)
+            step()
             if round_index:  # round 0 warms up (and gives GAC its first gradient)
                 seconds[name].append(time.perf_counter() - t0)
+            model.zero_grad(set_to_none=True)
         print(f"round {round_index}/{args.rounds}", flush=True)
 
     def ratio(num: str, den: str) -> dict:
@@ -116,6 +137,9 @@ def main(argv: list[str] | None = None) -> dict:
         "grpo packed / grpo padded": ratio("grpo packed", "grpo padded"),
         "vcpo / grpo (packed)": ratio("vcpo packed (in-backward norms)", "grpo packed"),
         "gac / grpo (packed)": ratio("gac packed", "grpo packed"),
+        "per-trajectory SDPA / transformers' packed mask": ratio(
+            "body, one group: per-trajectory SDPA", "body, one group: transformers' packed mask"
+        ),
     }
     if not args.no_reference:
         ratios["vcpo per-trajectory / grpo (packed)"] = ratio(
@@ -129,6 +153,7 @@ def main(argv: list[str] | None = None) -> dict:
         "params": sum(p.numel() for p in model.parameters()),
         "real_tokens": batch.num_tokens(),
         "padded_tokens": int(batch.input_ids.numel()),
+        "body_group_tokens": packed.num_tokens,
         "seconds": seconds,
         "median_seconds": {name: statistics.median(v) for name, v in seconds.items()},
         "ratios": ratios,
