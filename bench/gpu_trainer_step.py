@@ -94,7 +94,7 @@ def make_batch(
         prompt_index=torch.arange(b),
         behavior_version=0,
     )
-    current = batch_logprobs(model, batch, 4096, 1)
+    current = batch_logprobs(model, batch, 4096, 1, packed=False)  # the reference path
     # a stale behavior policy: per-token log-ratios of a few hundredths of a nat
     batch.engine_logprobs = (
         current + 0.02 * torch.randn(current.shape, generator=gen) * batch.response_mask()
