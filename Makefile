@@ -57,6 +57,7 @@ reproduce: venv
 
 bench: venv
 	$(BIN)/python bench/bench_losses.py
+	$(BIN)/python bench/bench_packing.py
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -1,27 +1,44 @@
-"""One update of the trainer's own `llm_runs.learner.Learner` at paper shapes, per method.
+"""One `Learner.step` per method at paper shapes, with MFU: the table of issue 14, in one run.
 
-Same model and shapes as `bench/gpu_learner_step.py` (a Qwen3-1.7B-shaped random-init model
-from its config, bf16, gradient checkpointing, 8 groups x 8 responses, prompt 512 tokens,
-responses of 1,024 to 4,096 tokens, one group per micro-batch), but through the code path
-`gmc-grpo llm train` runs: `TrajectoryBatch` on the CPU, `Learner.step` (advantages, whole-group
-micro-batches, the core loss, gradient clipping, GAC projection, VCPO's per-trajectory score
-norms and ESS step size), `make_optimizer(kind="auto")` and the cosine schedule of B.1.
+The model and batch of `bench/gpu_learner_step.py` (a Qwen3-1.7B-shaped random-init model from
+its config, bf16, gradient checkpointing, 8 groups x 8 responses, prompt 512 tokens, responses
+drawn uniformly from 1,024 to 4,096 tokens), through the trainer's own update
+(`llm_runs.learner.Learner.step`: packed micro-batches of whole groups, the core loss, gradient
+clipping, GAC's projection, VCPO's in-backward score norms and ESS step size,
+`make_optimizer(kind="auto")`, the cosine schedule of B.1). Each method gets one warm-up update
+(GAC's first gradient), then `--steps` timed updates; the table reports the median.
 
-    python bench/gpu_trainer_step.py [--methods grpo,gmc,gac,vcpo] [--tiny]
+Columns: real tokens (prompt + response) per update; the tokens the padded path would process
+(`B G S`); seconds per update; peak accelerator memory of the timed updates; MFU =
+`6 x parameters x real tokens / seconds / peak` (`--peak-tflops`, 790 = the bf16 matrix rate
+measured on an H200); the ratio of each row's seconds to packed GRPO's. `grpo (padded)` is the
+padded reference path (`LearnerSettings.packed=False`) on the same batch.
+
+    python bench/gpu_trainer_step.py                          # CUDA, paper shapes (H200: minutes)
+    python bench/gpu_trainer_step.py --device cpu --tiny      # the same code path on a CPU
+    python bench/gpu_trainer_step.py --sweep-micro-tokens 65536,131072   # + GRPO, token budgets
+
+A method that fails is reported as such and the run continues; the JSON (`--out`) is rewritten
+after every row.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from gmc_grpo.methods import MethodSettings, get_method
-from gmc_grpo.schedules import CosineWithWarmup
-from llm_runs.learner import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_learner_step's model shapes
+
+from gmc_grpo.methods import MethodSettings, get_method  # noqa: E402
+from gmc_grpo.schedules import CosineWithWarmup  # noqa: E402
+from llm_runs.learner import (  # noqa: E402
     Learner,
     LearnerSettings,
     TrajectoryBatch,
@@ -29,9 +46,12 @@ from llm_runs.learner import (
     make_optimizer,
 )
 
+#: (prompt tokens, maximum response tokens): B.1's completion limit, and a seconds-long CPU shape.
+PAPER_LENGTHS, TINY_LENGTHS = (512, 4096), (16, 48)
+
 
 def build_model(tiny: bool, device: str):
-    from gpu_learner_step import QWEN3_1_7B, TINY  # the same shapes (this script's folder)
+    from gpu_learner_step import QWEN3_1_7B, TINY
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     shape = TINY if tiny else QWEN3_1_7B
@@ -44,9 +64,12 @@ def build_model(tiny: bool, device: str):
     return model, shape["vocab_size"]
 
 
-def make_batch(model, vocab: int, prompt_len: int, response_len: int, seed: int) -> TrajectoryBatch:
+def make_batch(
+    model, vocab: int, prompt_len: int, response_len: int, seed: int, groups: int = 8, size: int = 8
+) -> TrajectoryBatch:
+    """`groups x size` trajectories, responses uniform in `[T/4, T]`, a stale behavior policy."""
     gen = torch.Generator().manual_seed(seed)
-    b, g = 8, 8
+    b, g = groups, size
     lengths = torch.randint(response_len // 4, response_len + 1, (b, g), generator=gen)
     ids = torch.randint(
         1, vocab, (b, g, prompt_len + response_len), generator=gen, dtype=torch.int32
@@ -63,7 +86,7 @@ def make_batch(model, vocab: int, prompt_len: int, response_len: int, seed: int)
         prompt_index=torch.arange(b),
         behavior_version=0,
     )
-    current = batch_logprobs(model, batch, 4096, 1)
+    current = batch_logprobs(model, batch, 4096, 1, packed=False)  # the reference path
     # a stale behavior policy: per-token log-ratios of a few hundredths of a nat
     batch.engine_logprobs = (
         current + 0.02 * torch.randn(current.shape, generator=gen) * batch.response_mask()
@@ -71,21 +94,103 @@ def make_batch(model, vocab: int, prompt_len: int, response_len: int, seed: int)
     return batch
 
 
-def main() -> None:
+def settings_for(
+    method: str,
+    response_len: int,
+    packed: bool,
+    micro_tokens: int,
+    groups_per_micro: int,
+    score_norms: str = "in_backward",
+) -> LearnerSettings:
+    return LearnerSettings(
+        method=method,
+        loss=get_method(method).loss_config(MethodSettings(), max_length=response_len),
+        advantage="paper",  # each method's own (Appendix B.1), VCPO's baseline hook
+        groups_per_micro=groups_per_micro,
+        logit_chunk=4096,
+        grad_clip=1.0,
+        packed=packed,
+        micro_batch_tokens=micro_tokens,
+        score_norms=score_norms if packed else "per_trajectory",
+    )
+
+
+def time_updates(learner: Learner, batch: TrajectoryBatch, steps: int) -> dict:
+    """One warm-up update, then `steps` timed ones: seconds, peak memory, last metrics."""
+    version = 128
+    learner.step(batch, version)
+    seconds, peaks, metrics = [], [], {}
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        metrics = learner.step(batch, version)  # synchronises CUDA before returning
+        seconds.append(time.perf_counter() - t0)
+        peaks.append(metrics["perf/peak_memory_gb"])
+    return {"seconds": seconds, "peaks": peaks, "metrics": metrics}
+
+
+def table_rows(results: dict) -> list[str]:
+    """Markdown table of the finished rows (ratios to the packed GRPO row)."""
+    rows = results["rows"]
+    base = next(
+        (r["seconds_median"] for r in rows if r["name"] == "grpo" and "seconds_median" in r), None
+    )
+    lines = [
+        "| method | real tokens / update | padded tokens | seconds / update | peak memory (GiB) "
+        "| MFU | ratio to GRPO |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['name']} | failed: {r['error']} | | | | | |")
+            continue
+        peak = "n/a" if r["peak_memory_gib"] is None else f"{r['peak_memory_gib']:.2f}"
+        ratio = "" if base is None else f"{r['seconds_median'] / base:.3f}"
+        lines.append(
+            f"| {r['name']} | {results['real_tokens']:,} | {results['padded_tokens']:,} "
+            f"| {r['seconds_median']:.3f} | {peak} | {100 * r['mfu']:.1f}% | {ratio} |"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--methods", default="grpo,gmc,gac,vcpo")
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--tiny", action="store_true", help="tiny model and short sequences")
+    parser.add_argument("--methods", default="grpo,gmc,tic,gac,vcpo")
+    parser.add_argument("--steps", type=int, default=2, help="timed updates per row (median)")
+    parser.add_argument("--groups", type=int, default=8, help="groups per update B (8, B.1)")
+    parser.add_argument("--group-size", type=int, default=8, help="responses per group G (8)")
     parser.add_argument(
-        "--steps", type=int, default=1, help="timed steps per method after a warm-up"
+        "--no-padded-reference",
+        action="store_true",
+        help="skip the GRPO row through the padded path",
     )
-    parser.add_argument("--tiny", action="store_true", help="tiny model on the CPU (smoke test)")
+    parser.add_argument(
+        "--vcpo-reference",
+        action="store_true",
+        help="also VCPO with one backward per trajectory (slow: the path this replaces)",
+    )
+    parser.add_argument("--groups-per-micro", type=int, default=1)
+    parser.add_argument(
+        "--micro-tokens", type=int, default=0, help="token budget per micro-batch (0: groups)"
+    )
+    parser.add_argument(
+        "--sweep-micro-tokens",
+        default="",
+        help="comma-separated token budgets: extra GRPO rows, one per budget",
+    )
+    parser.add_argument("--peak-tflops", type=float, default=790.0, help="MFU denominator")
     parser.add_argument("--out", default="gpu_trainer_step.json")
-    args = parser.parse_args()
-    device = "cpu" if args.tiny else "cuda"
-    prompt_len, response_len = (16, 48) if args.tiny else (512, 4096)
+    args = parser.parse_args(argv)
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here (use --device cpu --tiny)")
+    prompt_len, response_len = TINY_LENGTHS if args.tiny else PAPER_LENGTHS
     model, vocab = build_model(args.tiny, device)
-    batch = make_batch(model, vocab, prompt_len, response_len, 0)
+    params = sum(p.numel() for p in model.parameters())  # tied weights counted once
+    batch = make_batch(model, vocab, prompt_len, response_len, 0, args.groups, args.group_size)
     optimizer, optimizer_name = make_optimizer(
         model.parameters(),
         kind="auto",
@@ -95,46 +200,65 @@ def main() -> None:
         device=torch.device(device),
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, CosineWithWarmup(800, 24))
+    real_tokens = batch.num_tokens()
     results = {
+        "config": vars(args),
         "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
         "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
         "optimizer": optimizer_name,
-        "tokens_per_step": batch.num_tokens(),
-        "methods": {},
+        "params": params,
+        "groups": batch.num_groups,
+        "group_size": batch.group_size,
+        "prompt_len": prompt_len,
+        "response_len_max": response_len,
+        "real_tokens": real_tokens,
+        "padded_tokens": int(batch.input_ids.numel()),
+        "mfu_formula": "6 * params * real_tokens / seconds / (peak_tflops * 1e12)",
+        "rows": [],
     }
-    for method in args.methods.split(","):
-        settings = LearnerSettings(
-            method=method,
-            loss=get_method(method).loss_config(MethodSettings(), max_length=response_len),
-            advantage="paper",
-            groups_per_micro=1,
-            logit_chunk=4096,
-            grad_clip=1.0,
-        )
-        learner = Learner(model, optimizer, scheduler, settings)
-        version = 128
-        learner.step(batch, version)  # warm-up (and GAC's first gradient)
-        times, metrics = [], {}
-        for _ in range(args.steps):
-            t0 = time.perf_counter()
-            metrics = learner.step(batch, version)
-            times.append(time.perf_counter() - t0)
-        keep = (
-            "perf/peak_memory_gb",
-            "optim/grad_norm",
-            "ratio/capped_frac",
-            "ratio/clipped_token_frac",
-            "gac/cosine",
-            "gac/removed_frac",
-            "vcpo/step_scale",
-            "policy/entropy",
-        )
-        results["methods"][method] = {
-            "step_seconds": times,
-            **{k: metrics[k] for k in keep if k in metrics},
-        }
-        print(method, json.dumps(results["methods"][method]), flush=True)
+    # (row name, method, packed, token budget, VCPO's norms)
+    plan = [(m, m, True, args.micro_tokens, "in_backward") for m in args.methods.split(",")]
+    if not args.no_padded_reference:
+        plan.append(("grpo (padded)", "grpo", False, args.micro_tokens, "per_trajectory"))
+    if args.vcpo_reference:
+        name = "vcpo (one backward per trajectory)"
+        plan.append((name, "vcpo", True, args.micro_tokens, "per_trajectory"))
+    for budget in filter(None, args.sweep_micro_tokens.split(",")):
+        name = f"grpo (micro-batch <= {int(budget)} tokens)"
+        plan.append((name, "grpo", True, int(budget), "in_backward"))
+    for name, method, packed, budget, norms in plan:
+        row: dict = {"name": name, "method": method, "packed": packed, "micro_tokens": budget}
+        learner = None
+        try:
+            settings = settings_for(
+                method, response_len, packed, budget, args.groups_per_micro, norms
+            )
+            learner = Learner(model, optimizer, scheduler, settings)
+            timed = time_updates(learner, batch, args.steps)
+            seconds = statistics.median(timed["seconds"])
+            row.update(
+                seconds=timed["seconds"],
+                seconds_median=seconds,
+                peak_memory_gib=max(timed["peaks"]) if device == "cuda" else None,
+                mfu=6 * params * real_tokens / seconds / (args.peak_tflops * 1e12),
+                micro_batches=len(learner.micro_batches(batch)),
+                metrics={k: v for k, v in timed["metrics"].items() if not k.startswith("perf/")},
+            )
+        except Exception as error:  # report and go on: one failure must not lose the table
+            row["error"] = f"{type(error).__name__}: {error}"[:300]
+        finally:
+            learner = None
+            gc.collect()
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        results["rows"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "metrics"}), flush=True)
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    results["table"] = table_rows(results)
+    print("\n".join(results["table"]))
     Path(args.out).write_text(json.dumps(results, indent=1))
+    return results
 
 
 if __name__ == "__main__":

@@ -66,6 +66,28 @@ def vcpo_baseline_advantages(
         `[B, G]` advantages, detached.
     """
     rewards = rewards.detach().double()
+    baseline = vcpo_group_baseline(rewards, log_ratio, score_norm_sq, weight_floor=weight_floor)
+    sigma = rewards.std(dim=-1, keepdim=True, unbiased=True)
+    adv = (rewards - baseline.unsqueeze(-1)) / sigma.clamp(min=std_floor)
+    return torch.where(sigma < std_floor, torch.zeros_like(adv), adv).float()
+
+
+def vcpo_group_baseline(
+    rewards: Tensor, log_ratio: Tensor, score_norm_sq: Tensor, *, weight_floor: float = 1e-8
+) -> Tensor:
+    """VCPO's per-group minimum-variance baseline `b_g = sum_i W_i R_i / (sum_i W_i + 1e-8)`.
+
+    `W_i = rho_i^2 ||grad log pi(y_i)||^2`, in log space (see `vcpo_baseline_advantages`, which
+    turns it into advantages). The LLM learner that computes the score norms inside the backward
+    pass needs `b_g` itself: it assembles `sum_i c_i (R_i - b_g) / sigma_g grad log pi(y_i)` once
+    the norms are known.
+
+    Args:
+        rewards, log_ratio, score_norm_sq: `[B, G]`.
+    Returns:
+        `[B]` float64 baselines, detached.
+    """
+    rewards = rewards.detach().double()
     s = log_ratio.detach().double()
     norms = score_norm_sq.detach().double().clamp(min=0.0)
     log_w = 2 * s + norms.log()  # log W_i, -inf where the score norm is 0
@@ -75,9 +97,7 @@ def vcpo_baseline_advantages(
     # the 1e-8 of the formula, in the same scale: 1e-8 / exp(top), kept finite
     floor = torch.exp((math.log(weight_floor) - top).clamp(max=700.0))
     baseline = (scaled * rewards).sum(-1, keepdim=True) / (scaled.sum(-1, keepdim=True) + floor)
-    sigma = rewards.std(dim=-1, keepdim=True, unbiased=True)
-    adv = (rewards - baseline) / sigma.clamp(min=std_floor)
-    return torch.where(sigma < std_floor, torch.zeros_like(adv), adv).float()
+    return baseline.squeeze(-1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -139,3 +159,98 @@ def gac_project(
         return gradient, {"gac/cosine": cosine, "gac/removed_frac": 0.0}
     projected = flat - fraction * parallel * unit
     return projected.reshape(gradient.shape), {"gac/cosine": cosine, "gac/removed_frac": fraction}
+
+
+def gac_project_parameters(
+    params: list[torch.nn.Parameter],
+    state: GACState,
+    *,
+    low: float = 0.05,
+    high: float = 0.30,
+    piece: int = 1 << 24,
+) -> dict[str, float]:
+    """`gac_project` applied to the parameters' `.grad` in place, without a flattened copy.
+
+    The same rule and the same result as `gac_project` on `cat([p.grad.flatten() ...])` in
+    float32 (up to the summation order of the dot products): `c = (g . g_prev) / (|g| |g_prev|)`
+    and `|g|^2`, `|g_prev|^2` are accumulated parameter by parameter (in float64), then each
+    `.grad` is updated in place, `g_p <- g_p - f (g . g_prev) / |g_prev|^2 g_prev,p`, while the
+    raw `g_p` is copied into its slice of `state.previous_gradient`. Memory: the one float32
+    `[d]` copy that `GACState` keeps between steps, plus a float32 temporary of at most `piece`
+    elements (`gac_project` needs two more `[d]` float32 vectors: the flattened gradient and the
+    projected one). A parameter without `.grad` counts as a zero gradient (and gets one if the
+    projection changes it), as in `gac_project`.
+
+    Args:
+        params: the parameters, in the order of `state.previous_gradient`'s layout.
+        state: the learner's `GACState` (its float32 `[d]` previous gradient is overwritten).
+        piece: elements per in-place update step (bounds the temporary).
+    Returns:
+        `{"gac/cosine": c, "gac/removed_frac": f}`.
+    """
+    if not 0 <= low < high <= 1:
+        raise ValueError(f"GAC thresholds need 0 <= low < high <= 1, got low={low}, high={high}")
+    sizes = [p.numel() for p in params]
+    total = sum(sizes)
+    previous = state.previous_gradient
+    if previous is not None and previous.numel() != total:
+        raise ValueError(
+            f"GACState.previous_gradient has {previous.numel()} entries, the parameters {total}: "
+            "it belongs to another model (start GAC afresh with GACState())"
+        )
+    device = params[0].device if params else torch.device("cpu")
+    if previous is None:
+        state.previous_gradient = torch.zeros(total, dtype=torch.float32, device=device)
+        for p, prev in zip(params, state.previous_gradient.split(sizes), strict=True):
+            if p.grad is not None:
+                prev.copy_(p.grad.reshape(-1))
+        return {"gac/cosine": 0.0, "gac/removed_frac": 0.0}
+    previous = previous.to(device=device, dtype=torch.float32)
+    state.previous_gradient = previous
+    slices = previous.split(sizes)
+    dot = torch.zeros((), dtype=torch.float64, device=device)
+    grad_sq = torch.zeros((), dtype=torch.float64, device=device)
+    prev_sq = torch.zeros((), dtype=torch.float64, device=device)
+    for p, prev in zip(params, slices, strict=True):
+        prev_sq += _sq(prev, piece)
+        if p.grad is not None:
+            g = p.grad.reshape(-1)
+            dot += _dot(g, prev, piece)
+            grad_sq += _sq(g, piece)
+    prev_norm, grad_norm = math.sqrt(float(prev_sq)), math.sqrt(float(grad_sq))
+    fraction, cosine = 0.0, 0.0
+    if prev_norm > 0 and grad_norm > 0:
+        cosine = float(dot) / prev_norm / grad_norm
+        fraction = min(1.0, max(0.0, (cosine - low) / (high - low)))
+    # g' = g - f (g . u) u with u = g_prev / |g_prev|, as gac_project computes it
+    coefficient = fraction * (float(dot) / prev_norm) if fraction > 0 else 0.0
+    for p, prev in zip(params, slices, strict=True):
+        if p.grad is None:
+            if fraction == 0.0:
+                prev.zero_()
+                continue
+            p.grad = torch.zeros_like(p)
+        if not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        g = p.grad.view(-1)
+        for start in range(0, g.numel(), piece):
+            g_piece, prev_piece = g[start : start + piece], prev[start : start + piece]
+            if fraction > 0:
+                projected = g_piece.float() - coefficient * (prev_piece / prev_norm)
+                prev_piece.copy_(g_piece)  # the raw gradient, for the next step
+                g_piece.copy_(projected)
+            else:
+                prev_piece.copy_(g_piece)
+    return {"gac/cosine": cosine, "gac/removed_frac": fraction}
+
+
+def _dot(a: Tensor, b: Tensor, piece: int) -> Tensor:
+    """`a . b` in float64, `piece` elements at a time (no full-size float64 copy)."""
+    total = torch.zeros((), dtype=torch.float64, device=a.device)
+    for start in range(0, a.numel(), piece):
+        total += torch.dot(a[start : start + piece].double(), b[start : start + piece].double())
+    return total
+
+
+def _sq(a: Tensor, piece: int) -> Tensor:
+    return _dot(a, a, piece)

@@ -138,11 +138,17 @@ class Baseline:
     compute: `(rewards [B, G], log_ratio [B, G], score_norm_sq [B, G] | None, settings) ->
         advantages [B, G]` (detached).
     needs_score_norms: the learner must pass `||grad_theta log pi(y_i | x)||^2` per trajectory
-        (exact in the toy learner; one backward per trajectory in the LLM learner).
+        (exact in the toy learner; in the LLM learner read off each micro-batch's own backward
+        when `group_baseline` is given, else one extra backward per trajectory).
+    group_baseline: optional `(rewards [B, G], log_ratio [B, G], score_norm_sq [B, G], settings)
+        -> b [B]` when the advantage is `(R_i - b_g) / sigma_g` with `sigma_g` the group's
+        reward std (0 where it is below 1e-6): the gradient is then linear in `b_g`, so the LLM
+        learner assembles it inside one backward (`llm_runs.sample_norms`).
     """
 
     compute: Callable[..., Tensor]
     needs_score_norms: bool = False
+    group_baseline: Callable[..., Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,10 +158,14 @@ class GradientEdit:
     init_state: `() -> state`, an object with `state_dict()` / `load_state_dict(d)` whose values
         are tensors or None (checkpoints store them).
     apply: `(gradient [d], state, settings) -> (gradient [d], metrics)`; updates `state`.
+    apply_in_place: optional `(parameters, state, settings) -> metrics`, the same edit made on
+        each parameter's `.grad` in place (no flattened copy of the gradient: the LLM learner
+        uses it when present).
     """
 
     init_state: Callable[[], Any]
     apply: Callable[[Tensor, Any, MethodSettings], tuple[Tensor, dict[str, float]]]
+    apply_in_place: Callable[[list[Any], Any, MethodSettings], dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,6 +278,14 @@ def _vcpo_baseline(
     return vcpo_baseline_advantages(rewards, log_ratio, score_norm_sq)
 
 
+def _vcpo_group_baseline(
+    rewards: Tensor, log_ratio: Tensor, score_norm_sq: Tensor, settings: MethodSettings
+) -> Tensor:
+    from gmc_grpo.hooks import vcpo_group_baseline
+
+    return vcpo_group_baseline(rewards, log_ratio, score_norm_sq)
+
+
 def _vcpo_step_scale(log_ratio: Tensor, settings: MethodSettings) -> float:
     from gmc_grpo.hooks import vcpo_step_scale
 
@@ -286,6 +304,14 @@ def _gac_project(
     from gmc_grpo.hooks import gac_project
 
     return gac_project(gradient, state, low=settings.gac_low, high=settings.gac_high)
+
+
+def _gac_project_in_place(
+    parameters: list[Any], state: Any, settings: MethodSettings
+) -> dict[str, float]:
+    from gmc_grpo.hooks import gac_project_parameters
+
+    return gac_project_parameters(parameters, state, low=settings.gac_low, high=settings.gac_high)
 
 
 PAPER_METHODS: tuple[MethodSpec, ...] = (
@@ -331,7 +357,9 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         advantage="std",  # VCPO's code normalises by the group std (used without the baseline)
         source="Huang et al. 2026 and its code",
         class_cap=_vcpo_cap,
-        baseline=Baseline(_vcpo_baseline, needs_score_norms=True),
+        baseline=Baseline(
+            _vcpo_baseline, needs_score_norms=True, group_baseline=_vcpo_group_baseline
+        ),
         step_scale=StepScale(_vcpo_step_scale, metric="vcpo/step_scale"),
     ),
     MethodSpec(
@@ -340,7 +368,7 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         loss="grpo",  # GAC projects the gradient of the base GRPO loss
         advantage="centered",
         source="Xu et al. 2026 (no public code: our interpretation)",
-        gradient_edit=GradientEdit(_gac_state, _gac_project),
+        gradient_edit=GradientEdit(_gac_state, _gac_project, _gac_project_in_place),
     ),
     MethodSpec(
         name="a3po",

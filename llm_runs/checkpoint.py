@@ -37,7 +37,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from gmc_grpo.records import atomic_write_json, read_json
-from llm_runs.learner import TrajectoryBatch, batch_from, tensors_of
+from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 
 CHECKPOINT_DIR = "checkpoints"
 _STEP_DIR = re.compile(r"^step_(\d+)$")

@@ -23,6 +23,7 @@ from gmc_grpo.methods import (
 from gmc_grpo.staleness import SCHEDULE_NAMES
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
+from llm_runs.learner import SCORE_NORM_MODES
 
 TASKS = ("math", "arithmetic")
 REWARDS = ("math_verify", "exact")
@@ -154,6 +155,16 @@ class TrainConfig(MethodSettings):
     """activation checkpointing of the decoder layers"""
     logit_chunk: int = 4096
     """positions per chunk of the log-softmax over the vocabulary"""
+    packed_sequences: bool = True
+    """pack each micro-batch's real tokens into one sequence, attention kept within each
+    trajectory (`llm_runs.packing`; the default); False pads (the reference path, same gradient)"""
+    micro_batch_tokens: int = 0
+    """0: micro-batches of `groups_per_micro` groups; > 0: consecutive whole groups up to this many
+    real (prompt + response) tokens each (a larger group alone)"""
+    score_norms: str = "in_backward"
+    """per-trajectory score norms of a baseline that needs them (VCPO): "in_backward" (read off
+    each micro-batch's own backward, `llm_runs.sample_norms`; needs packed_sequences) or
+    "per_trajectory" (one extra forward + backward per trajectory, the reference)"""
     vllm_gpu_memory_utilization: float = 0.35
     """vLLM's share of the GPU memory (the learner shares the device)"""
     vllm_kv_cache_memory_bytes: int | None = None
@@ -275,6 +286,11 @@ class TrainConfig(MethodSettings):
         check_choice(self, "engine_dtype", DTYPES)
         if self.logit_chunk < 1:
             raise bad("logit_chunk", "must be >= 1")
+        if self.micro_batch_tokens < 0:
+            raise bad("micro_batch_tokens", "must be >= 0 (0: groups_per_micro groups each)")
+        check_choice(self, "score_norms", SCORE_NORM_MODES)
+        if self.score_norms == "in_backward" and not self.packed_sequences:
+            raise bad("score_norms", "must be 'per_trajectory' when packed_sequences is False")
         if self.eval_every < 0:
             raise bad("eval_every", "must be >= 0")
         if self.eval_limit is not None and self.eval_limit < 1:

@@ -2,306 +2,67 @@
 
 Design (the one measured in `bench/gpu_learner_step.py`, which imports these functions):
 
-- **Log-probs.** The transformer body runs once per micro-batch; the log-softmax over the
-  vocabulary is computed in chunks of `chunk` positions, each chunk under activation
-  checkpointing, so the full `[tokens, vocab]` float32 logits never exist at once. The same
-  chunk also gives the current policy's token entropy (detached; Figure 4).
-- **Micro-batches hold whole groups.** Every method's coefficient depends only on the group
-  (GMC's `rho_bar`) or on the trajectory/token, so the coefficient computed from a micro-batch's
-  own forward pass is the full-batch one. `policy_loss` normalises a micro-batch of `b` groups by
-  `1/(T b G)`; scaling it by `b / B` makes the accumulated gradient exactly the full-batch
-  gradient under the paper's `1/(T B G)` (tested against the core estimator's hand formula).
+- **Log-probs.** The transformer body runs once per micro-batch, by default on the micro-batch's
+  real tokens packed into one sequence with attention kept inside each trajectory
+  (`llm_runs.packing`; `LearnerSettings.packed=False` runs the right-padded batch instead, the
+  reference path, same values up to float rounding). The log-softmax over the vocabulary is
+  computed on the response positions only, in chunks of `chunk` positions, each chunk under
+  activation checkpointing, so the full `[tokens, vocab]` float32 logits never exist at once. The
+  same chunk also gives the current policy's token entropy (detached; Figure 4).
+- **Micro-batches hold whole groups**: `groups_per_micro` groups each, or as many consecutive
+  groups as fit in `micro_batch_tokens` real tokens. Every method's coefficient depends only on
+  the group (GMC's `rho_bar`) or on the trajectory/token, so the coefficient computed from a
+  micro-batch's own forward pass is the full-batch one. `policy_loss` normalises a micro-batch of
+  `b` groups by `1/(T b G)`; scaling it by `b / B` makes the accumulated gradient exactly the
+  full-batch gradient under the paper's `1/(T B G)` (tested against the core estimator's hand
+  formula), whatever the micro-batches' sizes.
 - **One update** (`Learner.step`): advantages (the method's kind, or its baseline hook),
   accumulated gradient, the method's gradient edit, gradient-norm clip, the method's step-size
   scale, optimizer step, scheduler step. The method and its hooks come from its registry spec
   (`gmc_grpo.methods`: VCPO's minimum-variance baseline and ESS step size, GAC's projection);
-  nothing here names a method. Diagnostics are recomputed on the full minibatch from the
-  detached log-probs, so they do not depend on the micro-batching.
+  nothing here names a method. A baseline that needs per-trajectory score norms gets them out of
+  each micro-batch's own backward (`llm_runs.sample_norms`) when it has a group form (VCPO's
+  does); GAC's projection runs parameter by parameter in place. Diagnostics are recomputed on
+  the full minibatch from the detached log-probs, so they do not depend on the micro-batching.
 
 Shapes: `B` groups, `G` responses per group, `S` padded prompt + response length, `T` padded
 response length, `H` hidden size, `V` vocabulary.
+
+`token_logprobs`, `micro_logprobs(..., packed=False)` and `Learner.trajectory_scores` are the
+padded and per-trajectory references the fast paths are tested against.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
-from torch.utils.checkpoint import checkpoint
 
 from gmc_grpo import advantages as advantage_lib
 from gmc_grpo.losses import PolicyLossConfig, policy_loss
 from gmc_grpo.methods import MethodSettings, get_method
+from llm_runs.batch import (  # noqa: F401 (re-exported: the learner's public names)
+    TrajectoryBatch,
+    batch_from,
+    batch_logprobs,
+    micro_logprobs,
+    packed_micro_logprobs,
+    tensors_of,
+)
+from llm_runs.logprobs import (  # noqa: F401 (re-exported)
+    chunked_token_logprobs,
+    chunked_token_logprobs_entropy,
+    output_embedding,
+    response_logprobs,
+    token_logprobs,
+)
+from llm_runs.packing import micro_batch_ranges
 
-# --------------------------------------------------------------------------------------------
-# Per-token log-probs
-# --------------------------------------------------------------------------------------------
-
-
-def _logprob_piece(h: Tensor, t: Tensor, weight: Tensor) -> Tensor:
-    logits = (h @ weight.T).float()
-    return logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, -1)
-
-
-def _logprob_entropy_piece(h: Tensor, t: Tensor, weight: Tensor) -> tuple[Tensor, Tensor]:
-    logits = (h @ weight.T).float()
-    logz = torch.logsumexp(logits, -1)
-    lp = logits.gather(-1, t.unsqueeze(-1)).squeeze(-1) - logz
-    with torch.no_grad():
-        logq = logits.detach() - logz.detach().unsqueeze(-1)
-        entropy = -(logq.exp() * logq).sum(-1)
-    return lp, entropy
-
-
-def chunked_token_logprobs(hidden: Tensor, weight: Tensor, targets: Tensor, chunk: int) -> Tensor:
-    """log softmax(hidden @ weight.T)[targets] in chunks of `chunk` positions: `[N, H] -> [N]`.
-
-    Each chunk runs under activation checkpointing when `hidden` requires grad, so at most one
-    chunk's `[chunk, V]` float32 logits are alive at a time (forward and backward).
-    """
-    out = []
-    for start in range(0, hidden.shape[0], chunk):
-        h, t = hidden[start : start + chunk], targets[start : start + chunk]
-        if h.requires_grad:
-            out.append(checkpoint(_logprob_piece, h, t, weight, use_reentrant=False))
-        else:
-            out.append(_logprob_piece(h, t, weight))
-    return torch.cat(out)
-
-
-def chunked_token_logprobs_entropy(
-    hidden: Tensor, weight: Tensor, targets: Tensor, chunk: int
-) -> tuple[Tensor, Tensor]:
-    """As `chunked_token_logprobs`, plus the (detached) entropy of each position: `[N], [N]`."""
-    lps, ents = [], []
-    for start in range(0, hidden.shape[0], chunk):
-        h, t = hidden[start : start + chunk], targets[start : start + chunk]
-        if h.requires_grad:
-            lp, ent = checkpoint(_logprob_entropy_piece, h, t, weight, use_reentrant=False)
-        else:
-            lp, ent = _logprob_entropy_piece(h, t, weight)
-        lps.append(lp)
-        ents.append(ent.detach())
-    return torch.cat(lps), torch.cat(ents)
-
-
-def output_embedding(model: torch.nn.Module) -> Tensor:
-    """The output projection `[V, H]` of a causal LM (`lm_head.weight`, tied or not)."""
-    head = model.get_output_embeddings()
-    if head is None or getattr(head, "bias", None) is not None:
-        raise ValueError(
-            "the learner needs a causal LM whose output layer is a bias-free linear map"
-        )
-    return head.weight
-
-
-def response_logprobs(
-    model: torch.nn.Module, input_ids: Tensor, prompt_len: int, chunk: int
-) -> Tensor:
-    """Per-token log-probs of the response part, all prompts of length `prompt_len`.
-
-    `[n, P + T] -> [n, T]` (the benchmark's equal-length case of `token_logprobs`).
-    """
-    hidden = model.model(input_ids=input_ids).last_hidden_state  # [n, P+T, H]
-    h = hidden[:, prompt_len - 1 : -1]  # positions predicting the response tokens
-    targets = input_ids[:, prompt_len:]
-    n, t, d = h.shape
-    lp = chunked_token_logprobs(
-        h.reshape(n * t, d), output_embedding(model), targets.reshape(-1), chunk
-    )
-    return lp.view(n, t)
-
-
-def token_logprobs(
-    model: torch.nn.Module,
-    input_ids: Tensor,
-    attention_mask: Tensor,
-    response_start: Tensor,
-    response_len: int,
-    chunk: int,
-) -> tuple[Tensor, Tensor]:
-    """Per-token log-probs and entropies of right-padded prompt + response sequences.
-
-    Args:
-        input_ids: `[N, S]` token ids, prompt then response, right-padded.
-        attention_mask: `[N, S]` (1 on real tokens).
-        response_start: `[N]` index of the first response token (the prompt length `P_n >= 1`).
-        response_len: `T`, the number of response positions returned.
-        chunk: positions per log-softmax chunk.
-    Returns:
-        `(logprobs [N, T], entropy [N, T])`: `log p(y_t | prompt, y_<t)` (grad flows) and the
-        entropy of that next-token distribution (detached). Positions past a response's end hold
-        finite values that the response mask removes.
-    """
-    n, s = input_ids.shape
-    hidden = model.model(
-        input_ids=input_ids, attention_mask=attention_mask, use_cache=False
-    ).last_hidden_state  # [N, S, H]
-    offsets = torch.arange(response_len, device=input_ids.device)
-    target_pos = (response_start.unsqueeze(-1) + offsets).clamp(max=s - 1)  # [N, T]
-    h = hidden.gather(1, (target_pos - 1).unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))
-    targets = input_ids.gather(1, target_pos)
-    lp, ent = chunked_token_logprobs_entropy(
-        h.reshape(n * response_len, -1), output_embedding(model), targets.reshape(-1), chunk
-    )
-    return lp.view(n, response_len), ent.view(n, response_len)
-
-
-# --------------------------------------------------------------------------------------------
-# A batch of groups
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TrajectoryBatch:
-    """`B` groups of `G` trajectories, stored compactly (only tensors, so it checkpoints safely).
-
-    input_ids: `[B, G, S]` int32, prompt + response, right-padded with `pad_id`.
-    prompt_len: `[B, G]` int64, prompt tokens `P` (the response starts at index `P`).
-    response_len: `[B, G]` int64, response tokens `L <= T`.
-    engine_logprobs: `[B, G, T]` float32, the rollout engine's sampling log-probs recorded at
-        generation time (temperature 1, top-p 1: the behavior policy's own log-probs).
-    learner_logprobs: `[B, G, T]` float32 or None, the learner's log-probs at the behavior
-        version (computed at generation time when asked for).
-    rewards: `[B, G]` float32 verifier rewards.
-    truncated: `[B, G]` bool, the response hit the completion budget.
-    prompt_index: `[B]` int64, index of each group's problem in the training pool.
-    behavior_version: learner version (optimizer updates) of the policy that generated it.
-    pad_id: padding token id.
-    """
-
-    input_ids: Tensor
-    prompt_len: Tensor
-    response_len: Tensor
-    engine_logprobs: Tensor
-    learner_logprobs: Tensor | None
-    rewards: Tensor
-    truncated: Tensor
-    prompt_index: Tensor
-    behavior_version: int
-    pad_id: int = 0
-
-    @property
-    def num_groups(self) -> int:
-        return int(self.rewards.shape[0])
-
-    @property
-    def group_size(self) -> int:
-        return int(self.rewards.shape[1])
-
-    @property
-    def response_width(self) -> int:
-        """`T`, the padded response length."""
-        return int(self.engine_logprobs.shape[-1])
-
-    def response_mask(self) -> Tensor:
-        """`[B, G, T]` bool, True on response tokens."""
-        t = torch.arange(self.response_width, device=self.response_len.device)
-        return t < self.response_len.unsqueeze(-1)
-
-    def attention_mask(self) -> Tensor:
-        """`[B, G, S]` long, 1 on prompt and response tokens."""
-        s = torch.arange(self.input_ids.shape[-1], device=self.input_ids.device)
-        return (s < (self.prompt_len + self.response_len).unsqueeze(-1)).long()
-
-    def behavior_logprobs(self, source: str) -> Tensor:
-        """The log-probs the ratio uses: `"engine"` (default) or `"learner"`."""
-        if source == "engine":
-            return self.engine_logprobs
-        if source == "learner":
-            if self.learner_logprobs is None:
-                raise ValueError(
-                    "behavior_logprobs='learner' needs the learner's log-probs recorded at "
-                    "generation time; this batch has none"
-                )
-            return self.learner_logprobs
-        raise ValueError(f"behavior log-prob source must be 'engine' or 'learner', got {source!r}")
-
-    def groups(self, start: int, stop: int) -> TrajectoryBatch:
-        """The sub-batch of groups `start:stop` (views, no copy)."""
-        sl = slice(start, stop)
-        return TrajectoryBatch(
-            input_ids=self.input_ids[sl],
-            prompt_len=self.prompt_len[sl],
-            response_len=self.response_len[sl],
-            engine_logprobs=self.engine_logprobs[sl],
-            learner_logprobs=None if self.learner_logprobs is None else self.learner_logprobs[sl],
-            rewards=self.rewards[sl],
-            truncated=self.truncated[sl],
-            prompt_index=self.prompt_index[sl],
-            behavior_version=self.behavior_version,
-            pad_id=self.pad_id,
-        )
-
-    def to(self, device: torch.device | str) -> TrajectoryBatch:
-        values = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            values[f.name] = value.to(device) if isinstance(value, Tensor) else value
-        return TrajectoryBatch(**values)
-
-    def num_tokens(self) -> int:
-        """Prompt + response tokens of the batch (what the learner processes)."""
-        return int((self.prompt_len + self.response_len).sum())
-
-
-def tensors_of(batch: Mapping[str, Any] | TrajectoryBatch) -> tuple[dict[str, Tensor], dict]:
-    """Split a batch (object or `asdict` form) into its tensors and its JSON-able rest."""
-    items = (
-        {f.name: getattr(batch, f.name) for f in fields(batch)}
-        if isinstance(batch, TrajectoryBatch)
-        else dict(batch)
-    )
-    tensors = {k: v.contiguous() for k, v in items.items() if isinstance(v, Tensor)}
-    meta = {k: v for k, v in items.items() if not isinstance(v, Tensor)}
-    return tensors, meta
-
-
-def batch_from(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> TrajectoryBatch:
-    """Inverse of `tensors_of`."""
-    names = {f.name for f in fields(TrajectoryBatch)}
-    values = {**{k: v for k, v in meta.items() if k in names}, **dict(tensors)}
-    values.setdefault("learner_logprobs", None)
-    missing = names - set(values) - {"pad_id"}
-    if missing:
-        raise ValueError(f"stored batch lacks fields {sorted(missing)}")
-    return TrajectoryBatch(**values)
-
-
-def micro_logprobs(
-    model: torch.nn.Module, batch: TrajectoryBatch, chunk: int
-) -> tuple[Tensor, Tensor]:
-    """Current-policy log-probs and entropies of every trajectory: `[B, G, T]` each."""
-    b, g, s = batch.input_ids.shape
-    t = batch.response_width
-    device = next(model.parameters()).device
-    lp, ent = token_logprobs(
-        model,
-        batch.input_ids.reshape(b * g, s).long().to(device),
-        batch.attention_mask().reshape(b * g, s).to(device),
-        batch.prompt_len.reshape(b * g).to(device),
-        t,
-        chunk,
-    )
-    return lp.view(b, g, t), ent.view(b, g, t)
-
-
-@torch.no_grad()
-def batch_logprobs(
-    model: torch.nn.Module, batch: TrajectoryBatch, chunk: int, groups_per_micro: int
-) -> Tensor:
-    """The learner's log-probs of a batch without gradient: `[B, G, T]` float32 on CPU."""
-    out = []
-    for g0 in range(0, batch.num_groups, groups_per_micro):
-        lp, _ = micro_logprobs(model, batch.groups(g0, g0 + groups_per_micro), chunk)
-        out.append(lp.float().cpu())
-    mask = batch.response_mask()
-    return torch.where(mask, torch.cat(out), torch.zeros((), dtype=torch.float32))
-
+#: How a baseline hook that needs `||grad log pi(y_i)||^2` gets them (`LearnerSettings.score_norms`).
+SCORE_NORM_MODES: tuple[str, ...] = ("in_backward", "per_trajectory")
 
 # --------------------------------------------------------------------------------------------
 # Optimizer (the learning-rate schedule is the core's: `gmc_grpo.schedules`)
@@ -375,6 +136,17 @@ class LearnerSettings:
     """`"engine"` or `"learner"` log-probs as `mu` in the ratio"""
     method_settings: MethodSettings = field(default_factory=MethodSettings)
     """the constants the method's hooks read (VCPO's rho_ref, GAC's thresholds, ...)"""
+    packed: bool = True
+    """pack each micro-batch's real tokens into one sequence (`llm_runs.packing`, the default) or
+    run the right-padded batch (the reference path; same gradient)"""
+    micro_batch_tokens: int = 0
+    """0: `groups_per_micro` groups per micro-batch; > 0: consecutive whole groups up to this many
+    real (prompt + response) tokens each (a larger group alone)"""
+    score_norms: str = "in_backward"
+    """how a baseline that needs `||grad log pi(y_i)||^2` (VCPO's) gets them: `"in_backward"`
+    (per-trajectory gradients inside each micro-batch's own backward, `llm_runs.sample_norms`;
+    needs `packed` and a baseline with a group form) or `"per_trajectory"` (one extra forward +
+    backward per trajectory, the reference)"""
 
 
 class Learner:
@@ -392,6 +164,22 @@ class Learner:
         settings: LearnerSettings,
     ) -> None:
         self.spec = get_method(settings.method)
+        if settings.score_norms not in SCORE_NORM_MODES:
+            raise ValueError(
+                f"LearnerSettings.score_norms must be one of {SCORE_NORM_MODES}, "
+                f"got {settings.score_norms!r}"
+            )
+        if self._norms_in_backward(settings) and not settings.packed:
+            raise ValueError(
+                "LearnerSettings.score_norms='in_backward' needs packed=True (the per-trajectory "
+                "gradients are read off the packed sequence); use score_norms='per_trajectory' "
+                "with the padded path"
+            )
+        if settings.micro_batch_tokens < 0:
+            raise ValueError(
+                f"LearnerSettings.micro_batch_tokens must be >= 0 (0: fixed groups_per_micro), "
+                f"got {settings.micro_batch_tokens}"
+            )
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
@@ -437,7 +225,8 @@ class Learner:
 
         Exact, by one forward and one backward per trajectory (`torch.autograd.grad`, the
         parameters' `.grad` untouched): `B G` extra backward passes per update, i.e. about one
-        more full forward + backward of the minibatch in FLOPs, run one sequence at a time.
+        more full forward + backward of the minibatch in FLOPs, run one sequence at a time. The
+        reference (`score_norms="per_trajectory"`) of `accumulate_with_baseline`'s in-backward norms.
         """
         b, g = batch.rewards.shape
         mask = batch.response_mask()
@@ -470,13 +259,14 @@ class Learner:
         Returns the detached current log-probs `[B, G, T]` (float32, CPU) and entropies.
         """
         num_groups = batch.num_groups
-        per = self.settings.groups_per_micro
         mask = batch.response_mask()
         lps, ents = [], []
-        for g0 in range(0, num_groups, per):
-            sub = batch.groups(g0, g0 + per)
-            lp, ent = micro_logprobs(self.model, sub, self.settings.logit_chunk)
-            sl = slice(g0, g0 + per)
+        for g0, g1 in self.micro_batches(batch):
+            sub = batch.groups(g0, g1)
+            lp, ent = micro_logprobs(
+                self.model, sub, self.settings.logit_chunk, packed=self.settings.packed
+            )
+            sl = slice(g0, g1)
             loss, _ = policy_loss(
                 lp,
                 behavior[sl].to(self.device),
@@ -491,6 +281,60 @@ class Learner:
             ents.append(ent.float().cpu())
         return torch.cat(lps), torch.cat(ents)
 
+    def micro_batches(self, batch: TrajectoryBatch) -> list[tuple[int, int]]:
+        """The `(start, stop)` group ranges of the micro-batches (`packing.micro_batch_ranges`)."""
+        tokens = (batch.prompt_len + batch.response_len).sum(-1).tolist()
+        return micro_batch_ranges(
+            tokens, self.settings.groups_per_micro, self.settings.micro_batch_tokens
+        )
+
+    @staticmethod
+    def _norms_in_backward(settings: LearnerSettings) -> bool:
+        """The method's baseline needs score norms and gets them inside the backward."""
+        baseline = get_method(settings.method).baseline
+        return (
+            baseline is not None
+            and baseline.needs_score_norms
+            and baseline.group_baseline is not None
+            and settings.score_norms == "in_backward"
+            and get_method(settings.method).uses_baseline(settings.advantage)
+        )
+
+    def accumulate_with_baseline(
+        self, batch: TrajectoryBatch, behavior: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor, dict[str, float]]:
+        """The gradient under the method's baseline, its score norms read off each micro-batch's
+        own backward (VCPO's minimum-variance baseline).
+
+        One forward and one backward per micro-batch (`llm_runs.sample_norms.baseline_micro_batch`)
+        instead of `trajectory_scores`' extra forward + backward per trajectory; the same
+        gradient. Returns `(current [B, G, T], entropy [B, G, T], advantages [B, G], metrics)`.
+        """
+        from llm_runs.sample_norms import baseline_micro_batch
+
+        baseline = self.spec.baseline
+        assert baseline is not None and baseline.group_baseline is not None
+        settings = self.settings.method_settings
+        lps, ents, advs, norms = [], [], [], []
+        for g0, g1 in self.micro_batches(batch):
+            sub = batch.groups(g0, g1)
+            lp, ent, adv, norm = baseline_micro_batch(
+                self.model,
+                sub,
+                behavior[g0:g1],
+                self.settings.loss,
+                lambda r, s, n: baseline.group_baseline(r, s, n, settings),
+                scale=sub.num_groups / batch.num_groups,
+                chunk=self.settings.logit_chunk,
+            )
+            lps.append(lp.detach().float().cpu())
+            ents.append(ent.float().cpu())
+            advs.append(adv.cpu())
+            norms.append(norm.cpu())
+        norm = torch.cat(norms)
+        metrics = {f"{self.spec.name}/score_norm_mean": float(norm.sqrt().mean())}
+        return torch.cat(lps), torch.cat(ents), torch.cat(advs), metrics
+
     def gradient(
         self, batch: TrajectoryBatch, version: int
     ) -> tuple[dict[str, float], Tensor, Tensor]:
@@ -502,8 +346,11 @@ class Learner:
         mask = batch.response_mask()
         lag = torch.full(batch.rewards.shape, version - batch.behavior_version, dtype=torch.long)
         self.optimizer.zero_grad(set_to_none=True)
-        adv, extra = self.advantages(batch, behavior)
-        current, entropy = self.accumulate(batch, adv, behavior, lag)
+        if self._norms_in_backward(self.settings):
+            current, entropy, adv, extra = self.accumulate_with_baseline(batch, behavior)
+        else:
+            adv, extra = self.advantages(batch, behavior)
+            current, entropy = self.accumulate(batch, adv, behavior, lag)
         current = torch.where(mask, current, torch.zeros(()))
         with torch.no_grad():
             _, diag = policy_loss(current, behavior, adv, mask, self.settings.loss, version_lag=lag)
@@ -551,9 +398,15 @@ class Learner:
         return metrics
 
     def _edit_gradient(self) -> dict[str, float]:
-        """Apply the method's gradient edit (GAC's projection) to the flattened `.grad`."""
+        """Apply the method's gradient edit (GAC's projection) to `.grad`: in place, parameter by
+        parameter, when the edit has that form (GAC's: one float32 copy of the previous gradient
+        in its state, no flattened gradient); else on the flattened gradient."""
         edit = self.spec.gradient_edit
         assert edit is not None
+        if edit.apply_in_place is not None:
+            return edit.apply_in_place(
+                self.params, self.method_state, self.settings.method_settings
+            )
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         flat = torch.cat([g.reshape(-1).float() for g in grads])
         projected, info = edit.apply(flat, self.method_state, self.settings.method_settings)

@@ -88,9 +88,7 @@ def initial_model_dir(
         return base
     from llm_runs.arithmetic import supervised_warmup
 
-    model = AutoModelForCausalLM.from_pretrained(
-        base, dtype=torch.float32, use_safetensors=True
-    )
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, use_safetensors=True)
     tokenizer = AutoTokenizer.from_pretrained(base)
     losses = supervised_warmup(
         model.to(device),

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 
 from gmc_grpo.defaults import SEED_STRIDE
+from llm_runs.batch import TrajectoryBatch, batch_logprobs
 from llm_runs.config import TrainConfig
-from llm_runs.learner import TrajectoryBatch, batch_logprobs
 
 # `(completions, references) -> rewards`, e.g. a custom verifier
 RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
@@ -170,7 +170,11 @@ class RolloutProducer:
         batch = self._to_batch(samples, problems, indices, version)
         if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
             batch.learner_logprobs = batch_logprobs(
-                model, batch, config.logit_chunk, config.groups_per_micro
+                model,
+                batch,
+                config.logit_chunk,
+                config.groups_per_micro,
+                packed=config.packed_sequences,
             )
         self.seconds += time.perf_counter() - t0
         return batch

@@ -155,6 +155,9 @@ class Trainer:
             grad_clip=config.grad_clip,
             behavior_source=config.behavior_logprobs,
             method_settings=config.method_settings(),
+            packed=config.packed_sequences,
+            micro_batch_tokens=config.micro_batch_tokens,
+            score_norms=config.score_norms,
         )
         self.learner = Learner(self.model, optimizer, scheduler, settings)
         self.schedule = self._make_schedule()

@@ -167,6 +167,8 @@ def test_missing_model_directory(tmp_path):
         ({"total_steps": 5, "inner_steps": 2, "rollout_prompts": 4}, "multiple of inner_steps"),
         ({"schedule": "length_coupled", "delay": 4}, "delay=4: must be 0"),
         ({"sft_steps": 5, "task": "math", "reward": "math_verify"}, "sft_steps"),
+        ({"micro_batch_tokens": -1}, "micro_batch_tokens=-1: must be >= 0"),
+        ({"packed_sequences": False}, "score_norms='in_backward': must be 'per_trajectory' when"),
     ],
 )
 def test_bad_config_values(tmp_path, overrides, message):
