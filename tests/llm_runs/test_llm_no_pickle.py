@@ -59,7 +59,8 @@ def test_every_model_loader_refuses_pickled_weights(pickled_model) -> None:
 def test_llm_train_and_eval_engines_refuse_a_pickled_model(pickled_model, tmp_path) -> None:
     from llm_train_checks import cpu_config, even_first_char, quiet
 
-    from llm_runs.evaluate import EvalConfig, make_engine
+    from llm_runs.eval_config import EvalConfig
+    from llm_runs.evaluate import engine_for
     from llm_runs.train import Trainer
 
     model_dir, marker = pickled_model
@@ -69,5 +70,5 @@ def test_llm_train_and_eval_engines_refuse_a_pickled_model(pickled_model, tmp_pa
     for engine in ("hf", "vllm"):  # the engines `gmc-grpo llm eval` builds
         eval_config = EvalConfig(model=str(model_dir), out=str(tmp_path / "eval"), engine=engine)
         with pytest.raises(FileNotFoundError, match="only pickled weights"):
-            make_engine(eval_config, model_dir)
+            engine_for(eval_config, model_dir)
     assert not marker.exists()
