@@ -378,7 +378,7 @@ def _relative(path: Path, root: Path | None) -> Path:
 def inventory_markdown(runs: Sequence[Run], root: str | Path | None = None) -> str:
     """The runs found, for a Markdown report: one line of counts per kind, then a table with one
     row per run (path relative to `root`, kind, method, schedule, delay, G, model, steps,
-    evaluations) collapsed in a `<details>` element."""
+    evaluations: count, benchmarks, first..last step) collapsed in a `<details>` element."""
     if not runs:
         return "No run directories found.\n"
     base = Path(root) if root is not None else None
@@ -401,7 +401,7 @@ def inventory_markdown(runs: Sequence[Run], root: str | Path | None = None) -> s
         evals = "-"
         if run.evals:
             steps = run.eval_steps
-            span = f", steps {steps[0]}..{steps[-1]}" if steps else ""
+            span = f", {steps[0]}..{steps[-1]}" if steps else ""
             evals = f"{len(run.evals)} ({', '.join(run.benchmarks)}{span})"
         cells.append(evals)
         lines.append("| " + " | ".join(cells) + " |")

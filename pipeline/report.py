@@ -29,6 +29,9 @@ Guide for stage authors (a stage returns `{"markdown": ..., "headline": ...}`)
   only. Every heading gets an id and the table of contents lists levels 2 and 3.
 * **Code and names**: file names, commands and identifiers in back-ticks (`` `results.csv` ``);
   text in angle brackets outside back-ticks is read as HTML.
+* **Plain text from elsewhere** (a check's evidence, an error message, sympy's `str`) may hold
+  `*`, `_`, `$`, `|` or back-ticks: escape them with a backslash (as `theory.claims` does for its
+  evidence), or `3*eps + 2*eps` turns into emphasis.
 * **Long lists** (run inventories): summarise in a line or a small table, then put the full
   list in `<details><summary>...</summary>`, a blank line, the Markdown, a blank line,
   `</details>` (GitHub and the HTML page both render it collapsed).
@@ -225,7 +228,7 @@ th, td { border: 1px solid var(--line); padding: 0.35em 0.6em; vertical-align: t
 th { background: var(--head); font-weight: 600; }
 tbody tr:nth-child(even) { background: #fbfcfd; }
 td { overflow-wrap: break-word; }
-td code { white-space: normal; overflow-wrap: anywhere; }
+td code { white-space: normal; overflow-wrap: break-word; }
 /* a long formula scrolls inside its cell, so that every column of the table stays in view:
    two formula columns share what the page leaves beside the narrow columns */
 td .math { display: inline-block; max-width: min(40rem, calc((100vw - 21rem) / 2));
@@ -243,6 +246,7 @@ details { margin: 0.6em 0; border: 1px solid var(--line); border-radius: 6px;
   padding: 0.4em 0.8em; }
 summary { cursor: pointer; font-weight: 600; }
 details[open] > summary { margin-bottom: 0.4em; }
+details table { font-size: 0.85rem; }
 """.strip()
 
 
