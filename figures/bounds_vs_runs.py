@@ -62,13 +62,18 @@ class BoundsData:
 
     @property
     def caption(self) -> str:
+        """The checks in a paragraph of Markdown, formulas as `$...$` LaTeX."""
         head = {
-            "fixed_delay": "Fixed-delay suite (tau4 = D^4).",
-            "length_coupled": "Simulated suite (tau4 = empirical fourth moment of the lags).",
-            "toy": "Toy MDP training runs (exact KL and exact ||grad J||^2).",
+            "fixed_delay": r"Fixed-delay suite ($\bar\tau_4 = D^4$).",
+            "length_coupled": r"Simulated suite ($\bar\tau_4$ = empirical fourth moment of the "
+            "lags).",
+            "toy": r"Toy MDP training runs (exact KL and exact $\Vert\nabla J\Vert^2$).",
         }[self.suite]
-        lines = [head, f"eps = {self.eps:g}."]
-        lines += [f"{c['claim']}: {c['verdict']} ({c['detail']})." for c in self.checks]
+        lines = [head, rf"$\epsilon = {self.eps:g}$."]
+        lines += [
+            f"{c.get('claim_markdown', c['claim'])}: {c['verdict']} ({c['detail']})."
+            for c in self.checks
+        ]
         return " ".join(lines)
 
 
@@ -266,6 +271,7 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
     checks.append(
         {
             "claim": "removed mass <= KL / denominator (step 2 of §4.2)",
+            "claim_markdown": r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2)",
             "verdict": _verdict(ok, len(bounded)),
             "detail": f"{ok} of {len(bounded)} GMC/TIC runs{estimate}",
         }
@@ -306,6 +312,9 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
         {
             "claim": "GMC converges no worse than TIC under delay (theory: GMC's delay term is "
             f"{factor:.3f} x TIC's, (c_eps/log(1+2eps))^(2/5); only the direction is checked)",
+            "claim_markdown": "GMC converges no worse than TIC under delay (theory: GMC's delay "
+            rf"term is {factor:.3f} $\times$ TIC's, "
+            r"$\left(c_\epsilon/\log(1+2\epsilon)\right)^{2/5}$; only the direction is checked)",
             "verdict": _verdict(ok, len(positive)),
             "detail": detail,
         }

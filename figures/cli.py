@@ -76,8 +76,9 @@ items: """ + ", ".join(ITEMS)
 @dataclass
 class FiguresResult:
     """What `write_all` made: `written[name] = paths`, `skipped[name] = reason`, the Markdown of
-    each table, each item's notes, the inventory of runs found and the damaged runs skipped
-    (`damaged`: one `path: line N: reason` line each)."""
+    each table, each item's notes, the inventory of runs found (Markdown: counts, then a table
+    under `<details>`) and the damaged runs skipped (`damaged`: one `path: line N: reason` line
+    each)."""
 
     out: Path
     written: dict[str, list[Path]] = field(default_factory=dict)
@@ -149,16 +150,19 @@ def write_all(
     step: int | None = None,
     include_empty: bool = False,
     exclude: Sequence[str | Path] = (),
+    root: str | Path | None = None,
 ) -> FiguresResult:
     """Discover the runs below `paths` (minus those under `exclude`) and write every item of
     `only` (default: all) into `out`; items without data are skipped (or drawn with the paper's
-    reference only when `include_empty`)."""
+    reference only when `include_empty`). Paths in the index are relative to `root` (default:
+    the working directory)."""
     from figures.common import save_figure
-    from figures.discover import DamagedRun, discover, inventory
+    from figures.discover import DamagedRun, discover, inventory_markdown
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     excluded = [Path(p).resolve() for p in exclude]
+    base = Path(root) if root is not None else Path.cwd()
 
     def kept(path: Path) -> bool:
         return not any(path == e or e in path.parents for e in excluded)
@@ -168,8 +172,8 @@ def write_all(
     damaged = [d for d in damaged if kept(d.run_dir)]
     result = FiguresResult(
         out=out,
-        inventory=inventory(runs, root=Path.cwd()),
-        damaged=[d.describe(Path.cwd()) for d in damaged],
+        inventory=inventory_markdown(runs, root=base),
+        damaged=[d.describe(base) for d in damaged],
     )
     wanted = list(only) if only else list(ITEMS)
     for name in wanted:

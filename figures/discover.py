@@ -95,10 +95,7 @@ class Run:
             steps = self.eval_steps
             span = f"{steps[0]}..{steps[-1]}" if steps else "-"
             parts.append(f"evals={len(self.evals)} (steps {span}; {','.join(self.benchmarks)})")
-        path = self.path
-        if root is not None and _inside(path, root.resolve()):
-            path = path.relative_to(root.resolve())
-        return f"{path}: " + " ".join(parts)
+        return f"{_relative(self.path, root)}: " + " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -113,9 +110,7 @@ class DamagedRun:
 
     def describe(self, root: Path | None = None) -> str:
         """`path: line N: reason` (path relative to `root` when under it)."""
-        path = self.file
-        if root is not None and _inside(path, root.resolve()):
-            path = path.relative_to(root.resolve())
+        path = _relative(self.file, root)
         where = f"{path}: line {self.line}" if self.line is not None else str(path)
         return f"{where}: {self.reason}"
 
@@ -371,6 +366,47 @@ def select(runs: Iterable[Run], **match: Any) -> list[Run]:
         if all(v is None or getattr(run, k) == v for k, v in match.items()):
             out.append(run)
     return out
+
+
+def _relative(path: Path, root: Path | None) -> Path:
+    """`path` relative to `root` when it lies below it, else as it is."""
+    if root is not None and _inside(path, root.resolve()):
+        return path.relative_to(root.resolve())
+    return path
+
+
+def inventory_markdown(runs: Sequence[Run], root: str | Path | None = None) -> str:
+    """The runs found, for a Markdown report: one line of counts per kind, then a table with one
+    row per run (path relative to `root`, kind, method, schedule, delay, G, model, steps,
+    evaluations: count, benchmarks, first..last step) collapsed in a `<details>` element."""
+    if not runs:
+        return "No run directories found.\n"
+    base = Path(root) if root is not None else None
+    counts = {kind: sum(run.kind == kind for run in runs) for kind in KINDS}
+    lines = [
+        f"{len(runs)} run{'s' if len(runs) > 1 else ''}: "
+        + ", ".join(f"{n} `{kind}`" for kind, n in counts.items() if n)
+        + ".",
+        "",
+        f"<details><summary>Every run found ({len(runs)})</summary>",
+        "",
+        "| run | kind | method | schedule | $D$ | $G$ | model | steps | evaluations |",
+        "| --- | --- | --- | --- | ---: | ---: | --- | ---: | --- |",
+    ]
+    for run in runs:
+        cells = [f"`{_relative(run.path, base)}`", run.kind]
+        cells += ["-" if v is None else str(v) for v in (run.method, run.schedule)]
+        cells += ["-" if v is None else str(v) for v in (run.delay, run.group_size, run.model)]
+        cells.append(str(len(run.metrics)))
+        evals = "-"
+        if run.evals:
+            steps = run.eval_steps
+            span = f", {steps[0]}..{steps[-1]}" if steps else ""
+            evals = f"{len(run.evals)} ({', '.join(run.benchmarks)}{span})"
+        cells.append(evals)
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
 
 
 def inventory(

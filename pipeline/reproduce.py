@@ -70,7 +70,7 @@ def figures_stage(out_dir: Path) -> dict[str, Any]:
     """
     from figures.cli import write_all
 
-    result = write_all([out_dir.parent], out_dir, exclude=[out_dir])
+    result = write_all([out_dir.parent], out_dir, exclude=[out_dir], root=out_dir.parent)
     headline = f"{len(result.written)} figures/tables made, {len(result.skipped)} not made"
     markdown = (
         "Figures and tables regenerated from the run records of the stages above "
@@ -94,21 +94,17 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
     code = toy.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress"])
     if code != 0:
         raise RuntimeError(f"gmc-grpo toy sweep --quick exited with {code}")
+    from toy_mdps.sweep.analysis import claims_markdown
+
     summary = json.loads((run_dir / "summary.json").read_text())
     lines = [
-        f"Quick sweep: {summary['num_rows']} grid points (method x delay x G x seed), "
+        f"Quick sweep: {summary['num_rows']} grid points (method × delay × $G$ × seed), "
         f"{int(100 * summary['confidence'])}% intervals. Table: `{out_dir.name}/run/results.csv`.",
         "",
-        "| check (paper's chain) | holds | of |",
-        "| --- | ---: | ---: |",
+        claims_markdown(summary),
     ]
-    held = total = 0
-    for claim in summary["claims"].values():
-        holds = claim.get("holds", claim.get("exceeds"))
-        lines.append(f"| {claim['claim']} | {holds} | {claim['of']} |")
-        if "holds" in claim:
-            held, total = held + claim["holds"], total + claim["of"]
-    lines.append("")
+    counted = [c for c in summary["claims"].values() if "holds" in c]
+    held, total = sum(c["holds"] for c in counted), sum(c["of"] for c in counted)
     lines += [
         f"![{Path(p).stem}]({out_dir.name}/run/{p})"
         for p in summary.get("figures", [])
@@ -153,12 +149,12 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
             continue
         if "tau4_exponent" in fit:
             headline += (
-                f"; eps* ~ tau4^{fit['tau4_exponent']:.2f} N^{fit['n_exponent']:.2f} "
-                "(paper 1/7, -3/14)"
+                rf"; $\epsilon^\star \propto \bar\tau_4^{{{fit['tau4_exponent']:.2f}}}"
+                rf" N^{{{fit['n_exponent']:.2f}}}$ (paper: $1/7$, $-3/14$)"
             )
         else:
             headline += (
-                f"; eps*: no interior optimum ({fit['censored_cells']} of "
+                rf"; $\epsilon^\star$: no interior optimum ({fit['censored_cells']} of "
                 f"{len(fit['table'])} cells censored)"
             )
     return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
@@ -306,11 +302,12 @@ def run_stage(
 
 
 def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
-    """`REPORT.md` (and `REPORT.html`): stage table with times, then each stage's section."""
+    """`REPORT.md` (and `REPORT.html`, see `pipeline.report`): stage table with times and links,
+    then each stage's section."""
+    from pipeline.report import markdown_to_html, render_markdown_report, slugify
+
     env = environment_info()
     lines = [
-        "# gmc-grpo reproduction report",
-        "",
         f"Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, Python {env['python']}, "
         f"{env['platform']}.",
         "",
@@ -320,60 +317,15 @@ def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     for rec in records:
         status = rec["status"] + (" (reused)" if rec.get("reused") else "")
         lines.append(
-            f"| {rec['title']} | {status} | {rec['seconds']:.1f} | {rec.get('headline', '')} |"
+            f"| [{rec['title']}](#{slugify(rec['title'])}) | {status} | {rec['seconds']:.1f} "
+            f"| {rec.get('headline', '')} |"
         )
-    lines.append("")
-    for rec in records:
-        lines += [f"## {rec['title']}", "", rec.get("markdown", "").rstrip(), ""]
-    text = "\n".join(lines) + "\n"
+    sections = [(rec["title"], rec.get("markdown", "")) for rec in records]
+    text = render_markdown_report("gmc-grpo reproduction report", "\n".join(lines), sections)
     report = out / "REPORT.md"
     atomic_write_text(report, text)
-    atomic_write_text(out / "REPORT.html", _markdown_to_html(text))
+    atomic_write_text(out / "REPORT.html", markdown_to_html(text))
     return report
-
-
-def _markdown_to_html(text: str) -> str:
-    """A dependency-free rendering: headings, tables and paragraphs; code kept verbatim."""
-    import html
-
-    body: list[str] = []
-    in_table = in_code = False
-    for line in text.splitlines():
-        if line.startswith("```"):
-            body.append("</pre>" if in_code else "<pre>")
-            in_code = not in_code
-            continue
-        if in_code:
-            body.append(html.escape(line))
-            continue
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            if all(set(c) <= set("-: ") for c in cells):
-                continue
-            if not in_table:
-                body.append("<table>")
-                in_table = True
-            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
-            continue
-        if in_table:
-            body.append("</table>")
-            in_table = False
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
-        elif line.startswith("![") and "](" in line:
-            src = line[line.index("](") + 2 : line.rindex(")")]
-            body.append(f'<p><img src="{html.escape(src)}" style="max-width:900px"></p>')
-        elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
-    if in_table:
-        body.append("</table>")
-    style = "body{font-family:sans-serif;max-width:1000px;margin:auto}td{border:1px solid #ccc;padding:3px}"
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
 
 
 def main(argv: list[str] | None = None) -> int:

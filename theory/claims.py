@@ -18,6 +18,7 @@ any Markdown renderer with a math extension); `gmc-grpo theory` prints the plain
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -485,8 +486,15 @@ def _math_cell(latex: str) -> str:
     return f"${tex}$"
 
 
+# Markdown reads these in plain text: back-ticks, stars, dollars (math), brackets, angle brackets
+# (HTML), pipes (table cells), tildes; underscores only at a word's edge (`K_b` stays as it is).
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*$\[\]<>|~])|(?<!\w)_|_(?!\w)")
+
+
 def _text_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Plain (Unicode) text for Markdown, read literally: `3*eps` is not emphasis, `$` not math."""
+    escaped = _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
+    return escaped.replace("\n", " ")
 
 
 def _counts_line(counts: dict[str, int]) -> str:
@@ -524,6 +532,9 @@ def claims_markdown(rows: list[dict[str, object]]) -> str:
             )
         lines += ["", "Evidence:", ""]
         for i, r in enumerate(part, first):
-            lines.append(f"{i}. *{_text_cell(str(r['title']))}*: {r['result']} Method: {r['how']}.")
+            lines.append(
+                f"{i}. *{_text_cell(str(r['title']))}*: {_text_cell(str(r['result']))} "
+                f"Method: {_text_cell(str(r['how']))}."
+            )
         lines.append("")
     return "\n".join(lines)

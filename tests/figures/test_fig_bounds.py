@@ -58,7 +58,8 @@ def test_fixed_delay_points_equal_the_records(root: Path) -> None:
     gap = next(g for g in data.gaps if g["x"] == pytest.approx(8.0))
     assert gap["gap"] == pytest.approx(5.0)  # synthetic GMC - TIC sampled Pass@1 at the last eval
     assert {c["claim"].split(" ")[0] for c in data.checks} >= {"removed", "capped", "GMC's"}
-    assert "removed mass <= KL / denominator" in data.caption
+    assert r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2): agrees" in data.caption
+    assert r"($\bar\tau_4 = D^4$)" in data.caption  # Markdown with LaTeX formulas
 
 
 def test_toy_suite_uses_exact_kl_and_the_lag_moment(root: Path) -> None:

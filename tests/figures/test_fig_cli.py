@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,7 +106,11 @@ def test_damaged_runs_are_reported_and_skipped(tmp_path: Path, capsys) -> None:
     assert by_name["bad-summary"].endswith("summary.json: not UTF-8 text")
     index = (tmp_path / "out" / "INDEX.md").read_text()
     assert "## Damaged runs (skipped)" in index and "metrics.jsonl: line 5" in index
-    assert "good: llm_train" in index and "bad-metrics: llm_train" not in index
+    runs_found = index.split("## Damaged")[0]  # a table of the readable runs, under <details>
+    assert (
+        re.search(r"\| `[^`]*good` \| llm_train \|", runs_found) and "bad-metrics" not in runs_found
+    )
+    assert "<details><summary>Every run found (1)</summary>" in runs_found
 
     assert main([str(root), "--list"]) == 0
     listed = capsys.readouterr().out

@@ -42,3 +42,19 @@ def test_notebook_executes(name: str, tmp_path: Path, monkeypatch: pytest.Monkey
     assert not [o for o in outputs if o.get("output_type") == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == NOTEBOOKS[name]
+    # what the notebook shows as text is rendered Markdown whose formulas all convert (the
+    # stricter converter of the report: a formula it rejects would not render in Jupyter either)
+    from pipeline.report import markdown_to_html
+
+    markdown = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
+    markdown += ["".join(c.source) for c in nb.cells if c.cell_type == "markdown"]
+    for text in markdown:
+        markdown_to_html(text, strict=True)
+    shown = "\n".join(markdown)
+    assert shown.count("$") >= 6 and "||" not in shown and "**2" not in shown
+    printed = "".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "||" not in printed and "```json" not in shown  # no plain-text dumps
+    if name in ("async_toy", "paper_figures"):
+        assert "<details><summary>Every run found" in shown  # the run inventory, collapsed
+    if name == "bias_sweeps":
+        assert "| check (paper's chain) | holds | of |" in shown

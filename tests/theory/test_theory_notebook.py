@@ -25,4 +25,8 @@ def test_bounds_notebook_executes() -> None:
     markdown = [o["data"]["text/markdown"] for o in outputs if "text/markdown" in o.get("data", {})]
     claims = next(m for m in markdown if "### Claims of the paper" in m)
     assert "$" in claims and "**verified**" in claims  # rendered table with math, not a text dump
+    from pipeline.report import markdown_to_html
+
+    html = markdown_to_html(claims, strict=True)  # every formula converts
+    assert html.count("<math") == 2 * claims.count("\n| ") - 4  # claim + derived per row
     assert any("text/latex" in o.get("data", {}) for o in outputs)

@@ -19,8 +19,9 @@ from gmc_grpo.methods import get_method
 from gmc_grpo.stats import normal_quantile
 from toy_mdps.sweep.config import SweepConfig
 
-# the denominators of §4.2's removed-mass bounds, as the claims print them
+# the denominators of §4.2's removed-mass bounds, as the claims print them (plain text, LaTeX)
 BOUND_TEXT = {"gmc": "log(1+2 eps)", "tic": "c_eps"}
+BOUND_LATEX = {"gmc": r"\log(1+2\epsilon)", "tic": r"c_\epsilon"}
 
 
 def _se(row: dict[str, Any], z: float) -> float:
@@ -122,7 +123,8 @@ def _fraction(flags: list[bool]) -> dict[str, Any]:
 
 
 def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
-    """`summary.json` of a sweep: slopes and one entry per claim, each with its evidence."""
+    """`summary.json` of a sweep: slopes and one entry per claim, each with its evidence; a claim
+    reads `claim` (plain text, for a terminal) and `claim_markdown` (`$...$` LaTeX, for reports)."""
     z = normal_quantile(config.confidence)
     slopes = group_size_slopes(rows, config)
     stale = [r for r in rows if float(r["ratio/kl_exact"]) > 0]
@@ -134,6 +136,8 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     reliable = [r for r in by("is") if float(r.get("estimator/effective_draws", 0.0)) >= 100]
     claims["is_unbiased"] = {
         "claim": "plain IS (LOO advantages) is unbiased: 0 inside its bias_sq interval",
+        "claim_markdown": "plain IS (leave-one-out advantages) is unbiased: 0 inside the interval "
+        r"of its squared bias $\Vert b\Vert^2$",
         **_fraction([float(r["estimator/bias_sq_lo"]) <= 0 for r in by("is")]),
         "holds_where_reliable": sum(float(r["estimator/bias_sq_lo"]) <= 0 for r in reliable),
         "reliable_rows": len(reliable),
@@ -141,12 +145,12 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
         "contains the heavy-tailed ratios and the interval undercovers",
     }
     bounded = [
-        (method, BOUND_TEXT[kind])
+        (method, kind)
         for kind in BOUND_TEXT
         for method in config.methods
         if get_method(method).removed_mass_bound == kind
     ]
-    for method, den in bounded:
+    for method, kind in bounded:
         flags = [bool(r["chain/removed_mass_bound_holds"]) for r in by(method)]
         ratios = [
             float(r["ratio/removed_mass"]) / float(r["chain/removed_mass_bound"])
@@ -154,7 +158,9 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
             if r["chain/removed_mass_bound"]
         ]
         claims[f"{method}_removed_mass_below_kl_bound"] = {
-            "claim": f"{method.upper()} removed mass <= KL / {den} (§4.2 step 2)",
+            "claim": f"{method.upper()} removed mass <= KL / {BOUND_TEXT[kind]} (§4.2 step 2)",
+            "claim_markdown": f"{method.upper()} removed mass "
+            rf"$\le \mathrm{{KL}}/{BOUND_LATEX[kind]}$ (§4.2 step 2)",
             **_fraction(flags),
             "max_removed_over_bound": max(ratios) if ratios else None,
         }
@@ -163,6 +169,8 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     names = ", ".join(m.upper() for m in class_methods)
     claims["class_second_moment_below_prop1"] = {
         "claim": f"{names} second moment <= Prop. 1 bound 8/T (1+eps) L R^2 log|A|",
+        "claim_markdown": f"{names} second moment "
+        r"$\le \frac{8}{T}(1+\epsilon)LR^2\log\lvert\mathcal{A}\rvert$ (Proposition 1)",
         **_fraction([not bool(r["chain/second_moment_exceeds"]) for r in in_class]),
         "max_ratio_to_bound": max(
             (
@@ -178,6 +186,8 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     ]
     claims["grpo_exceeds_prop1"] = {
         "claim": "vanilla GRPO's second moment exceeds Prop. 1's bound when C is large",
+        "claim_markdown": "vanilla GRPO's second moment exceeds Proposition 1's bound when "
+        r"$\mathcal{C}$ is large",
         "exceeds": sum(bool(r["chain/second_moment_exceeds"]) for r in grpo),
         "of": len(grpo),
         "max_ratio_to_bound": max(ratio) if ratio else None,
@@ -185,6 +195,8 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     }
     claims["kl_drift_bound"] = {
         "claim": "KL <= (T L / 2) ||theta - theta_behavior||^2 (§4.2 step 3)",
+        "claim_markdown": r"$\mathrm{KL}\le\frac{TL}{2}\Vert\theta-\theta_{\mathrm{behavior}}\Vert^2$"
+        " (§4.2 step 3)",
         **_fraction([bool(r["chain/kl_drift_bound_holds"]) for r in rows]),
     }
     # GMC's bias below TIC's at the same (staleness, eps, G, seed), stale points only.
@@ -199,6 +211,7 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     ]
     claims["gmc_bias_below_tic"] = {
         "claim": "GMC's squared bias <= TIC's at the same stale grid point",
+        "claim_markdown": "GMC's squared bias ≤ TIC's at the same stale grid point",
         **_fraction(pairs),
     }
     stale_slopes = [s for s in slopes if s["staleness"] != 0]
@@ -216,10 +229,13 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
     ]
     claims["gmc_bias_shrinks_with_G"] = {
         "claim": "GMC's bias shrinks as G grows (slope interval < 0, or vanishes at the largest G)",
+        "claim_markdown": "GMC's bias shrinks as $G$ grows (slope interval $<0$, or vanishes at "
+        "the largest $G$)",
         **_fraction([shrinks(s) for s in gmc_slopes]),
     }
     claims["tic_bias_persists_with_G"] = {
         "claim": "TIC's bias persists at the largest G (significantly > 0)",
+        "claim_markdown": "TIC's bias persists at the largest $G$ (significantly $>0$)",
         **_fraction([bool(s["bias_sq_largest_G_significant"]) for s in tic_slopes]),
     }
     return {
@@ -230,3 +246,13 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
         "claims": claims,
         "wall_s_rows": sum(float(r.get("perf/wall_s", 0.0)) for r in rows),
     }
+
+
+def claims_markdown(summary: dict[str, Any]) -> str:
+    """The sweep's checks of the paper's chain as a Markdown table (`$...$` formulas): claim,
+    grid points where it holds (or, for GRPO's excess, where the bound is exceeded), of how many."""
+    lines = ["| check (paper's chain) | holds | of |", "| --- | ---: | ---: |"]
+    for claim in summary["claims"].values():
+        holds = claim.get("holds", claim.get("exceeds"))
+        lines.append(f"| {claim.get('claim_markdown', claim['claim'])} | {holds} | {claim['of']} |")
+    return "\n".join(lines) + "\n"

@@ -39,6 +39,8 @@ SIMILAR_TOL = 0.01
 TIE_RTOL = 1e-9
 PAPER_TAU4_EXPONENT = 1.0 / 7.0
 PAPER_N_EXPONENT = -3.0 / 14.0
+# the convergence metric `(1/N) sum ||grad J(theta_n)||^2` as a formula (Markdown reports)
+CONVERGENCE_LATEX = r"$\frac{1}{N}\sum_n\Vert\nabla J(\theta_n)\Vert^2$"
 
 
 def _per_seed(out_dir: Path, point: str, key: str) -> dict[str, float]:
@@ -85,8 +87,10 @@ def _ordering(
     key: str,
     level: float,
     larger_is_better: bool = True,
+    claim_markdown: str | None = None,
 ) -> dict[str, Any]:
-    """`chain[0] >= chain[1] >= ...` on `key` (or `<=` when smaller is better)."""
+    """`chain[0] >= chain[1] >= ...` on `key` (or `<=` when smaller is better); `claim` is plain
+    text, `claim_markdown` the same with `$...$` formulas (default: `claim`)."""
     diffs = []
     parts = []
     for hi, lo in zip(chain, chain[1:], strict=False):
@@ -95,6 +99,7 @@ def _ordering(
         parts.append(f"{hi} - {lo} = {fmt(d, 4)}")
     return {
         "claim": claim,
+        "claim_markdown": claim_markdown or claim,
         "metric": key,
         "verdict": verdict(diffs, 1.0 if larger_is_better else -1.0),
         "differences": diffs,
@@ -140,6 +145,7 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
             at_big,
             "final_objective",
             level,
+            claim_markdown=rf"GMC ≥ TIC ≥ GRPO, final $J$, $D = {big}$",
         )
     )
     result.append(
@@ -151,6 +157,7 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
             "convergence_metric",
             level,
             larger_is_better=False,
+            claim_markdown=rf"GMC ≤ TIC ≤ GRPO, {CONVERGENCE_LATEX}, $D = {big}$",
         )
     )
     if 0 in delays:
@@ -166,6 +173,7 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
         result.append(
             {
                 "claim": "GMC, TIC, GRPO similar at D = 0 (final J)",
+                "claim_markdown": "GMC, TIC, GRPO similar at $D = 0$ (final $J$)",
                 "metric": "final_objective",
                 "verdict": "holds" if similar else "does not hold",
                 "differences": diffs,
@@ -176,6 +184,7 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
         result.append(
             {
                 "claim": f"GRPO degrades from D = 0 to D = {big} (final J)",
+                "claim_markdown": f"GRPO degrades from $D = 0$ to $D = {big}$ (final $J$)",
                 "metric": "final_objective",
                 "verdict": "holds"
                 if grpo_big["final_objective_hi"] < grpo0["final_objective_lo"]
@@ -202,10 +211,10 @@ def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
     if len(gaps) < 2:
         return result
     small, large = min(gaps), max(gaps)
-    for key, name in (
-        ("mean_objective", "mean J over training"),
-        ("objective_at_quarter", "J at N/4"),
-        ("final_objective", "final J"),
+    for key, name, name_markdown in (
+        ("mean_objective", "mean J over training", "mean $J$ over training"),
+        ("objective_at_quarter", "J at N/4", "$J$ at $N/4$"),
+        ("final_objective", "final J", "final $J$"),
     ):
         # difference of differences, paired over seeds
         gmc_s = _per_seed(out_dir, _find(rows, method="gmc", group_size=small)["point"], key)
@@ -220,6 +229,8 @@ def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
         result.append(
             {
                 "claim": f"larger G helps GMC more than TIC ({name}, G={small} -> {large})",
+                "claim_markdown": f"larger $G$ helps GMC more than TIC ({name_markdown}, "
+                rf"$G = {small} \to {large}$)",
                 "metric": key,
                 "verdict": verdict([dd]),
                 "differences": [dd],
@@ -253,6 +264,7 @@ def _length_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -
                 rows_of,
                 "final_objective",
                 level,
+                claim_markdown=r"GMC ≥ TIC ≥ GRPO, final $J$, length-coupled delays",
             )
         )
     return result
@@ -376,7 +388,7 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
     lines += [
         f"{len(rows)} runs, {seeds} seeds each; mean [95% t-interval over seeds].",
         "",
-        "| point | final J | (1/N) sum ||grad J||^2 | mean lag |",
+        f"| point | final $J$ | {CONVERGENCE_LATEX} | mean lag |",
         "| --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -386,14 +398,19 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
         conv = {
             k: r[f"convergence_metric{s}"] for k, s in (("mean", ""), ("lo", "_lo"), ("hi", "_hi"))
         }
-        lines.append(f"| {r['point']} | {fmt(final)} | {fmt(conv, 5)} | {r['lag_mean']:.1f} |")
+        lines.append(f"| `{r['point']}` | {fmt(final)} | {fmt(conv, 5)} | {r['lag_mean']:.1f} |")
     if summary.get("orderings"):
         lines += ["", "| claim | verdict | detail |", "| --- | --- | --- |"]
         for o in summary["orderings"]:
-            lines.append(f"| {o['claim']} | {o['verdict']} | {o['detail']} |")
+            claim = o.get("claim_markdown", o["claim"])
+            lines.append(f"| {claim} | {o['verdict']} | {o['detail']} |")
     fit = summary.get("eps_star")
     if fit:
-        lines += ["", "| N | D | tau4 | eps* (min conv. metric) | eps* (max final J) |"]
+        lines += [
+            "",
+            r"| $N$ | $D$ | $\bar\tau_4$ | $\epsilon^\star$ (min. convergence metric) "
+            r"| $\epsilon^\star$ (max. final $J$) |",
+        ]
         lines += ["| --- | --- | --- | --- | --- |"]
         for t in fit["table"]:
             lines.append(
@@ -414,24 +431,24 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
 def _star_text(best: dict[str, Any]) -> str:
     star = f"{best['eps_star']:.3g}"
     if best["censored"] == "above":
-        return f">= {star} (largest eps best)"
+        return rf"$\ge {star}$ (largest $\epsilon$ best)"
     if best["censored"] == "below":
-        return f"<= {star} (smallest eps best)"
+        return rf"$\le {star}$ (smallest $\epsilon$ best)"
     return star
 
 
 def _fit_text(name: str, part: dict[str, Any], cells: int) -> str:
     if "tau4_exponent" not in part:
         return (
-            f"eps* by {name}: no exponent fit, {part['censored_cells']} of {cells} cells have "
-            "their optimum at an edge of the eps grid (censored), too few interior optima "
-            "(at least 4 needed; paper: a = 1/7, b = -3/14)."
+            rf"$\epsilon^\star$ by {name}: no exponent fit, {part['censored_cells']} of {cells} "
+            r"cells have their optimum at an edge of the $\epsilon$ grid (censored), too few "
+            "interior optima (at least 4 needed; paper: $a = 1/7$, $b = -3/14$)."
         )
     return (
-        f"eps* by {name}: `log eps* = c + a log tau4 + b log N` gives a = "
-        f"{part['tau4_exponent']:.3f} (se {part['tau4_exponent_se']:.3f}; paper 1/7 = "
-        f"{PAPER_TAU4_EXPONENT:.3f}), b = {part['n_exponent']:.3f} (se "
-        f"{part['n_exponent_se']:.3f}; paper -3/14 = {PAPER_N_EXPONENT:.3f}), over the "
+        rf"$\epsilon^\star$ by {name}: $\log\epsilon^\star = c + a\log\bar\tau_4 + b\log N$ "
+        f"gives $a = {part['tau4_exponent']:.3f}$ (se {part['tau4_exponent_se']:.3f}; paper "
+        f"$1/7 = {PAPER_TAU4_EXPONENT:.3f}$), $b = {part['n_exponent']:.3f}$ (se "
+        f"{part['n_exponent_se']:.3f}; paper $-3/14 = {PAPER_N_EXPONENT:.3f}$), over the "
         f"{part['num_cells']} cells with an interior optimum ({part['censored_cells']} censored "
         "cells left out)."
     )

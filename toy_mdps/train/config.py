@@ -185,7 +185,7 @@ class ExperimentConfig:
     figures: bool = True
     """draw the figures after the run (`gmc-grpo toy train` does, through `pipeline.toy`)"""
     description: str = ""
-    """one line for the report"""
+    """one line for the report (Markdown; formulas as `$...$` LaTeX, see `pipeline.report`)"""
 
     def __post_init__(self) -> None:
         if self.kind not in EXPERIMENT_KINDS:
