@@ -3,7 +3,7 @@
 The toy track imports no `figures` (`tests/test_layering.py`); this module, one layer above,
 runs `toy_mdps.cli` and hands it `draw_figures`, which draws a finished sweep or experiment from
 its saved records (`figures.toy_bias`, `figures.toy_training`, and `figures.bound_tracking` for
-runs that tracked their bound quantities) and lists the figures in the run's `summary.json`
+runs that tracked their bound quantities, up to `MAX_BOUND_FIGURES` per experiment) and lists the figures in the run's `summary.json`
 (`"figures"`, paths relative to the run directory).
 """
 
@@ -13,6 +13,10 @@ import sys
 from pathlib import Path
 
 from gmc_grpo.records import atomic_write_json, read_json
+
+# an experiment with more tracked runs than this gets no bound-tracking figures (its table is in
+# `gmc-grpo theory --runs`; `figures.bound_tracking.plot_bound_tracking` draws any run on demand)
+MAX_BOUND_FIGURES = 12
 
 
 def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
@@ -30,7 +34,8 @@ def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
 
         paths = write_training_figures(run_dir)
         tracked, _ = all_run_bounds([run_dir])  # runs with bound_every > 0: bound tracking
-        paths += draw_bound_figures(tracked, run_dir, run_dir)
+        if len(tracked) <= MAX_BOUND_FIGURES:  # a large grid (eps_quick: 36 runs) gets none
+            paths += draw_bound_figures(tracked, run_dir, run_dir)
     else:
         raise ValueError(f"draw_figures: kind must be 'sweep' or 'experiment', got {kind!r}")
     summary = read_json(run_dir / "summary.json")

@@ -767,9 +767,15 @@ def bounds_markdown(results: Sequence[RunBounds], outside: Sequence[dict[str, An
             "| --- | --- | --- |",
         ]
         for r in apart:
-            lines.append(
-                f"| {r.name} | {_stat(r.terms['total']['measured'])} | {'; '.join(r.setting)} |"
-            )
+            why = "; ".join(r.setting)
+            mass = r.class_check.get("max_group_mass")
+            if mass is not None:
+                eps = r.class_check["class_eps"]
+                inside = "in" if mass <= 1 + eps + ROUNDING else "outside"
+                why += (
+                    f"; {inside} the class: largest group mass {mass:.4g} vs 1 + eps = {1 + eps:g}"
+                )
+            lines.append(f"| {r.name} | {_stat(r.terms['total']['measured'])} | {why} |")
         for row in outside:
             lines.append(f"| {row['name']} | {_stat(row['measured'])} | {row['why']} |")
     return "\n".join(lines) + "\n"

@@ -193,7 +193,7 @@ def test_gmc_below_tic_is_paired_over_seeds() -> None:
             "eps": 0.28,
             "group_size": g,
             "seed": seed,
-            "estimator/bias_sq": bias,
+            "estimator/relative_bias_sq": bias,
         }
 
     rows = []
@@ -237,5 +237,5 @@ def test_seed_flags_and_quick_sizes(tmp_path: Path) -> None:
     # --quick with --config: the given grid at the quick sweep's sizes
     quick = SweepConfig.from_dict({**TINY, "seeds": [0, 1, 2, 3], "num_minibatches": 5000})
     small = quick.quick_sizes()
-    assert small.seeds == [0, 1] and small.num_minibatches == 400
+    assert small.seeds == [0, 1, 2] and small.num_minibatches == 400
     assert small.delays == quick.delays and small.group_sizes == quick.group_sizes
