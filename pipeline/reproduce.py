@@ -167,7 +167,7 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     headline = (
         f"{counts['holds']} of {len(claims)} orderings hold on the toy MDPs (paired 95% "
         f"intervals over seeds), {counts['not significant']} not significant, "
-        f"{counts['does not hold']} do not hold"
+        f"{counts['does not hold']} {'does' if counts['does not hold'] == 1 else 'do'} not hold"
     )
     for s in summaries.values():
         fit = s.get("eps_star")

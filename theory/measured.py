@@ -677,10 +677,13 @@ def summary_line(results: Sequence[RunBounds]) -> str:
         return f"{len(results)} tracked runs, none in the theorems' setting; {refs} refutations"
     ratios = [r.terms["total"]["paper"]["ratio"] for r in inside if "paper" in r.terms["total"]]
     worst = max(ratios) if ratios else math.nan
+    apart = sorted({get_method(r.method).label for r in results if not r.in_setting})
+    outside = f"{len(results) - len(inside)} tracked run{'s' if len(results) - len(inside) != 1 else ''} outside"
     return (
         f"{len(inside)} runs in the theorems' setting: measured/bound at most {worst:.2g} "
-        f"(Theorems 1-2 with explicit constants); {len(results) - len(inside)} tracked runs "
-        f"outside; {refs} refutations"
+        f"(Theorems 1-2 with explicit constants); {outside}"
+        + (f" ({', '.join(apart)})" if apart else "")
+        + f"; {refs} refutations"
     )
 
 
