@@ -207,7 +207,7 @@ def plot_bias_vs_group_size(
                 color=method_color(method),
                 ls=":",
                 label=f"{method_label(method)} slope {fit['slope']:.2f} "
-                f"[{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}]",
+                f"[{fit['slope_lo']:.2f}, {fit['slope_hi']:.2f}], {fit['n_points']} points",
             )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

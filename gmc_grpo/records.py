@@ -86,6 +86,22 @@ METRIC_NAMES: dict[str, str] = {
     "a3po/masked_token_frac": "A-3PO: fraction of tokens masked for pi_prox / mu > threshold",
     "estimator/mc_noise": "toy sweeps: Monte Carlo noise tr(Cov)/M removed from the squared bias",
     "policy/coverage_C": "toy: Assumption 2's C, 1 / the smallest token probability",
+    # toy learners with `bound_every > 0` (`toy_mdps.train.bounds`; compared with the bounds by
+    # `theory.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi` (95%)
+    "bounds/log_coverage": "toy: log C_n = -min_{s,a} log pi_theta_n(a|s) over every state",
+    "bounds/drift_sq": "toy: ||theta_n - theta_{n-tau}||^2 to the batch's behavior parameters",
+    "bounds/step_sq": "toy: ||theta_{n+1} - theta_n||^2, the size of this step's update",
+    "bounds/grad_dot_step": "toy: <grad J(theta_n), theta_{n+1} - theta_n>, first-order gain",
+    "bounds/grad_dot_bias": "toy: <grad J(theta_n), b_n>, the bias's first-order effect",
+    "bounds/lag_sq": "toy: mean of tau^2 over the batch's groups",
+    "bounds/lag_fourth": "toy: mean of tau^4 over the batch's groups",
+    "bounds/group_coef_max": "toy: largest group mass (1/G) sum_i c_i of the batch",
+    "bounds/lipschitz_L": "toy: Assumption 1's L of the policy class (a constant of the run)",
+    "bounds/kl_mean": "toy: exact KL(pi_theta_n || behavior), mean over all prompts",
+    "bounds/kl_max": "toy: exact KL(pi_theta_n || behavior), largest over all prompts",
+    "bounds/bias_sq": "toy: ||E[g_n | F_n^-] - grad J(theta_n) / T||^2 at the learner's state",
+    "bounds/second_moment": "toy: E[||g_n||^2 | F_n^-] at the learner's state",
+    "bounds/removed_mass": "toy: E[removed importance mass per group | F_n^-] at that state",
 }
 # Toy sweeps also write `<name>_lo` / `<name>_hi` interval ends and `chain/*` checks of the
 # paper's chain; `toy_mdps.sweep.TABLE_COLUMNS` documents every column of their table.

@@ -48,19 +48,38 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
     rows = claims.evaluate_claims()
     atomic_write_json(out_dir / "claims.json", rows)
     written = plots.write_plots(out_dir)
-    counts = claims.summary(rows)
-    headline = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    by_section = claims.summary_by_section(rows)
+    counts = by_section["paper"]
+    headline = claims_headline(by_section)
     images = "\n".join(
         f"![{p.stem}]({out_dir.name}/{p.name})" for p in written if p.suffix == ".png"
     )
     markdown = (
-        f"{len(rows)} claims of §3-§4 re-derived with sympy and checked numerically: {headline}.\n\n"
+        f"The claims of §3-§4, re-derived with sympy and checked numerically: {headline}.\n\n"
         + claims.claims_markdown(rows)
         + "\n"
         + images
         + "\n"
     )
     return {"headline": headline, "markdown": markdown, "verdicts": counts}
+
+
+def claims_headline(by_section: dict[str, dict[str, int]]) -> str:
+    """ "25 paper claims: 25 verified (+ 9 of our own results, all verified)": the paper's claims
+    counted, ours beside them (`theory.claims.summary_by_section`)."""
+
+    def counted(counts: dict[str, int]) -> str:
+        return ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n) or "none"
+
+    paper, ours = by_section["paper"], by_section["ours"]
+    n_paper, n_ours = sum(paper.values()), sum(ours.values())
+    text = f"{n_paper} paper claims: {counted(paper)}"
+    if n_ours:
+        all_verified = ours.get("verified", 0) == n_ours
+        text += (
+            f" (+ {n_ours} of our own results, {'all verified' if all_verified else counted(ours)})"
+        )
+    return text
 
 
 def figures_stage(out_dir: Path) -> dict[str, Any]:
@@ -140,9 +159,12 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
         summaries[config.name] = summary
         parts.append(experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}"))
     claims = [c for s in summaries.values() for c in s.get("orderings", [])]
-    held = sum(c["verdict"].startswith("holds") for c in claims)
-    significant = sum(c["verdict"] == "holds" for c in claims)
-    headline = f"{held} of {len(claims)} orderings hold on the toy MDPs ({significant} significant)"
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in TRAIN_VERDICTS}
+    headline = (
+        f"{counts['holds']} of {len(claims)} orderings hold on the toy MDPs (paired 95% "
+        f"intervals over seeds), {counts['not significant']} not significant, "
+        f"{counts['does not hold']} {'does' if counts['does not hold'] == 1 else 'do'} not hold"
+    )
     for s in summaries.values():
         fit = s.get("eps_star")
         if not fit:
@@ -157,6 +179,9 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
                 rf"; $\epsilon^\star$: no interior optimum ({fit['censored_cells']} of "
                 f"{len(fit['table'])} cells censored)"
             )
+        tests = [t["by_convergence"].get("interior_test") for t in fit["table"]]
+        interior = sum(t is not None and t["verdict"] == "holds" for t in tests)
+        headline += f"; significantly interior eps*: {interior} of {len(tests)} cells"
     return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
 
 
@@ -167,6 +192,9 @@ def _reward_windows(rows: list[dict[str, Any]], width: int = 15) -> tuple[float,
         raise RuntimeError("the run logged no reward/mean")
     first, last = rewards[:width], rewards[-width:]
     return sum(first) / len(first), sum(last) / len(last)
+
+
+TRAIN_VERDICTS = ("holds", "not significant", "does not hold")  # toy_mdps.train.analysis
 
 
 # (recipe, run within the recipe): the tiny CPU demonstration, then three methods under D = 16
@@ -240,6 +268,13 @@ STAGES: tuple[Stage, ...] = (
         "Toy token MDPs: asynchronous learners (delay, group size, length-coupled, eps*)",
         "pipeline.reproduce:toy_train_stage",
         (("experiments", "quick"),),
+    ),
+    Stage(
+        "bounds",
+        "Toy token MDPs: the theorems' bounds, with constants, beside the measurements",
+        "pipeline.bounds_stage:bounds_stage",
+        (("experiments", ["bounds_quick"]),),
+        reads_earlier=True,
     ),
     Stage(
         "llm_tiny",

@@ -2,8 +2,9 @@
 
 The toy track imports no `figures` (`tests/test_layering.py`); this module, one layer above,
 runs `toy_mdps.cli` and hands it `draw_figures`, which draws a finished sweep or experiment from
-its saved records (`figures.toy_bias`, `figures.toy_training`) and lists the figures in the
-run's `summary.json` (`"figures"`, paths relative to the run directory).
+its saved records (`figures.toy_bias`, `figures.toy_training`, and `figures.bound_tracking` for
+runs that tracked their bound quantities, up to `MAX_BOUND_FIGURES` per experiment) and lists the figures in the run's `summary.json`
+(`"figures"`, paths relative to the run directory).
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ import sys
 from pathlib import Path
 
 from gmc_grpo.records import atomic_write_json, read_json
+
+# an experiment with more tracked runs than this gets no bound-tracking figures (its table is in
+# `gmc-grpo theory --runs`; `figures.bound_tracking.plot_bound_tracking` draws any run on demand)
+MAX_BOUND_FIGURES = 12
 
 
 def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
@@ -24,8 +29,13 @@ def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
         paths = draw_sweep(run_dir)
     elif kind == "experiment":
         from figures.toy_training import write_training_figures
+        from pipeline.bounds_stage import draw_bound_figures
+        from theory.measured import all_run_bounds
 
         paths = write_training_figures(run_dir)
+        tracked, _ = all_run_bounds([run_dir])  # runs with bound_every > 0: bound tracking
+        if len(tracked) <= MAX_BOUND_FIGURES:  # a large grid (eps_quick: 36 runs) gets none
+            paths += draw_bound_figures(tracked, run_dir, run_dir)
     else:
         raise ValueError(f"draw_figures: kind must be 'sweep' or 'experiment', got {kind!r}")
     summary = read_json(run_dir / "summary.json")

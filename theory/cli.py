@@ -13,11 +13,18 @@ EPILOG = """examples:
   gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
   gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
+  gmc-grpo theory --runs runs/toy_train_bounds_quick   # + the bounds beside toy-run measurements
 
 verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
 something else, no counterexample) | not checkable here. Only the paper's claims are counted;
 our readings and extensions are listed apart. JSON rows carry the claim and the derived
 expression both as plain text and as LaTeX (claim_latex, derived_latex).
+
+--runs reads the records (JSON only: config.json, metrics.jsonl, summary.json) of toy training runs
+that tracked their bound quantities (`gmc-grpo toy train ... --bound-every K`, or the shipped
+`bounds_quick` experiment) and prints, per run, the measured (1/N) sum ||grad J||^2 beside
+Theorem 1/2's right-hand side with explicit constants, each term beside its measured counterpart,
+the per-step checks and every refutation (theory.measured; no torch, no toy track).
 """
 
 
@@ -48,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[0.01, 0.1, 0.2, 0.28, 0.5, 1.0, 10.0],
         metavar="EPS",
         help="thresholds for the constants table (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="DIR",
+        help="toy training runs (or folders holding them) that tracked their bound quantities: "
+        "print the bounds beside the measurements (with --out: bounds.json, bounds.md)",
     )
     return parser
 
@@ -126,6 +142,13 @@ def format_table(
     return "\n".join(lines)
 
 
+def _write(path: Path, text: str) -> None:
+    """Write atomically (temp file, then rename)."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
@@ -143,24 +166,52 @@ def main(argv: list[str] | None = None) -> int:
         "summary": counts["paper"],
         "summary_ours": counts["ours"],
     }
+    measured: list = []
+    if args.runs is not None:
+        from theory.measured import all_run_bounds
+
+        missing = [str(p) for p in args.runs if not p.exists()]
+        if missing:
+            print(f"error: --runs: no such folder {', '.join(missing)}", file=sys.stderr)
+            return 2
+        measured, problems = all_run_bounds(args.runs)
+        if not measured:
+            print(
+                f"error: --runs: no toy run with bound tracking under {', '.join(map(str, args.runs))} "
+                "(train with --bound-every K, e.g. `gmc-grpo toy train --experiment bounds_quick`)",
+                file=sys.stderr,
+            )
+            return 2
+        for problem in problems:
+            print(f"warning: {problem}", file=sys.stderr)
+        payload["bounds"] = [
+            {k: v for k, v in r.as_dict().items() if k != "series"} for r in measured
+        ]
     if args.out is not None:
         from theory.plots import write_plots
 
         args.out.mkdir(parents=True, exist_ok=True)
         written = write_plots(args.out)
         claims_path, md_path = args.out / "claims.json", args.out / "claims.md"
-        for path, text in (
-            (claims_path, json.dumps(payload, indent=2) + "\n"),
-            (md_path, claims_markdown(rows)),
-        ):
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(path)
+        _write(claims_path, json.dumps(payload, indent=2) + "\n")
+        _write(md_path, claims_markdown(rows))
         payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
+        if measured:
+            from theory.measured import bounds_markdown
+
+            bounds_json, bounds_md = args.out / "bounds.json", args.out / "bounds.md"
+            _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
+            _write(bounds_md, bounds_markdown(measured))
+            payload["files"] += [str(bounds_json), str(bounds_md)]
     if args.json:
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         print(format_table(rows, consts, counts))
+        if measured:
+            from theory.measured import bounds_text
+
+            print()
+            print(bounds_text(measured))
         if args.out is not None:
             print(f"\nwrote {len(payload['files'])} files to {args.out}")  # type: ignore[arg-type]
     return 0

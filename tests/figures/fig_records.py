@@ -160,17 +160,19 @@ def write_toy_train_run(
     methods: tuple[str, ...] = ("tic", "gmc"),
     steps: int = 30,
 ) -> Path:
-    """A toy training directory whose rows carry `method` and `delay` columns (exact KL)."""
+    """A toy training directory whose rows carry `method`, `delay` and `seed` columns (exact KL;
+    three seeds with the same rows)."""
     path = root / name
     with RunWriter(path, {"num_prompts": 4, "vocab_size": 3, "eps": 0.28}) as writer:
         for method in methods:
             for delay in delays:
-                for step in range(steps):
+                for step, seed in ((s, seed) for s in range(steps) for seed in (0, 1, 2)):
                     row = metric_row(step, method, delay)
                     kl = row.pop("ratio/kl_estimate")
                     row.update(
                         method=method,
                         delay=delay,
+                        seed=seed,
                         **{
                             "ratio/kl_exact": kl,
                             "policy/objective": 0.5 + 0.01 * step,

@@ -227,3 +227,27 @@ def test_loglinear_features_are_shared() -> None:
 def test_invalid_mdp_arguments_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(ValueError, match=field):
         TokenMDP(**kwargs)
+
+
+@pytest.mark.parametrize("policy_name", ["tabular", "loglinear"])
+def test_lipschitz_constant_is_exact_not_just_a_bound(small: TokenMDP, policy_name: str) -> None:
+    """At a near-two-point distribution on the state of largest feature norm the score Jacobian
+    reaches L to 1e-3: no smaller constant satisfies Assumption 1 (hand-worked: 1/2 tabular,
+    ||h||^2 / 2 = 4 / 2 log-linear, where h has four ones off the root)."""
+    pol = make_policy(small, policy_name)
+    L = pol.lipschitz_constant()
+    assert L == (0.5 if policy_name == "tabular" else 2.0)
+    state = int((small.state_depth > 0).nonzero()[0])  # a non-root state: ||h||^2 = 4
+    logits = torch.tensor([0.0, 0.0] + [-12.0] * (small.vocab_size - 2), dtype=torch.float64)
+    if policy_name == "tabular":
+        theta = torch.zeros(pol.param_shape, dtype=torch.float64)
+        theta[state] = logits
+    else:
+        h = pol.features[state]
+        theta = logits.unsqueeze(1) * h.unsqueeze(0) / h.pow(2).sum()  # z(state) = logits
+    assert torch.allclose(pol.logits(theta)[state], logits)
+    hess = torch.autograd.functional.hessian(
+        lambda x: torch.log_softmax(pol.logits(x), -1)[state, 0], theta
+    ).reshape(theta.numel(), theta.numel())
+    norm = float(torch.linalg.matrix_norm(hess, ord=2))
+    assert L * (1 - 1e-3) <= norm <= L + 1e-12

@@ -14,7 +14,7 @@ from gmc_grpo.records import read_json, read_jsonl
 from toy_mdps.cli import COMMANDS, main
 from toy_mdps.problem import CONFIG_DIR
 from toy_mdps.sweep import TABLE_COLUMNS, grid_points, row_key, run_sweep
-from toy_mdps.sweep.analysis import fit_log_log_slope
+from toy_mdps.sweep.analysis import fit_log_log_slope, gmc_below_tic
 from toy_mdps.sweep.config import SweepConfig
 
 torch.set_num_threads(1)
@@ -182,3 +182,60 @@ def test_log_log_slope_recovers_a_power_law() -> None:
     assert fit["slope_lo"] < -1.5 < fit["slope_hi"]
     flat = fit_log_log_slope([(2, 1.0, 0.1), (8, 0.0, 0.1)], 1.96)
     assert flat["slope"] is None and flat["n_zero"] == 1
+    assert fit["n_points"] == 4 and flat["n_points"] == 1
+
+
+def test_gmc_below_tic_is_paired_over_seeds() -> None:
+    def row(method: str, seed: int, g: int, bias: float) -> dict:
+        return {
+            "method": method,
+            "staleness": 16.0,
+            "eps": 0.28,
+            "group_size": g,
+            "seed": seed,
+            "estimator/relative_bias_sq": bias,
+        }
+
+    rows = []
+    for seed, (tic2, gmc2, tic8, gmc8) in enumerate(
+        [(0.60, 0.01, 0.30, 0.31), (0.62, 0.02, 0.30, 0.28), (0.61, 0.01, 0.30, 0.30)]
+    ):
+        rows += [row("tic", seed, 2, tic2), row("gmc", seed, 2, gmc2)]
+        rows += [row("tic", seed, 8, tic8), row("gmc", seed, 8, gmc8)]
+    claim = gmc_below_tic(rows)
+    assert (claim["holds"], claim["of"], claim["not_significant"]) == (1, 2, 1)
+    assert claim["num_seeds"] == 3
+    by_g = {p["group_size"]: p for p in claim["points"]}
+    assert by_g[2]["verdict"] == "holds" and by_g[2]["mean"] == pytest.approx(-0.5967, abs=1e-4)
+    assert by_g[8]["verdict"] == "not significant"
+    one_seed = gmc_below_tic([r for r in rows if r["seed"] == 0])
+    assert one_seed["holds"] == 0 and one_seed["not_significant"] == 2  # one seed is no evidence
+
+
+def test_seed_flags_and_quick_sizes(tmp_path: Path) -> None:
+    """--mdp-seed, --init-seed and --seed reach the config; each changes what it should."""
+    config_path = tmp_path / "tiny.json"
+    tiny = {**TINY, "delays": [6], "group_sizes": [2], "methods": ["is"], "num_minibatches": 500}
+    config_path.write_text(json.dumps(tiny))
+
+    def sweep(name: str, *flags: str) -> list[dict]:
+        argv = ["sweep", "--config", str(config_path), "--out", str(tmp_path / name)]
+        assert main([*argv, "--no-progress", *flags]) == 0
+        return read_jsonl(tmp_path / name / "metrics.jsonl")
+
+    base = sweep("base")
+    sampled = sweep("sampled", "--seed", "7")
+    problem = sweep("problem", "--init-seed", "1")
+    other_mdp = sweep("mdp", "--mdp-seed", "5")
+    cfg = read_json(tmp_path / "sampled" / "config.json")["config"]
+    assert (cfg["run_seed"], cfg["init_seed"], cfg["mdp_seed"]) == (7, 0, 0)
+    exact = "policy/objective"  # depends on theta_0 and the MDP, not on the samples
+    assert sampled[0][exact] == base[0][exact]
+    assert sampled[0]["estimator/second_moment"] != base[0]["estimator/second_moment"]
+    assert problem[0][exact] != base[0][exact]
+    assert other_mdp[0][exact] != base[0][exact]
+    # --quick with --config: the given grid at the quick sweep's sizes
+    quick = SweepConfig.from_dict({**TINY, "seeds": [0, 1, 2, 3], "num_minibatches": 5000})
+    small = quick.quick_sizes()
+    assert small.seeds == [0, 1, 2] and small.num_minibatches == 400
+    assert small.delays == quick.delays and small.group_sizes == quick.group_sizes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,14 @@ from gmc_grpo.stats import t_interval
 from pipeline.toy import draw_figures
 from toy_mdps.problem import CONFIG_DIR
 from toy_mdps.train import cli as train_cli
-from toy_mdps.train.analysis import eps_star_fit, verdict
+from toy_mdps.train.analysis import (
+    best_eps,
+    eps_star_fit,
+    equivalence_verdict,
+    gmc_tic_gap,
+    interior_test,
+    verdict,
+)
 from toy_mdps.train.config import (
     QUICK_EXPERIMENTS,
     ExperimentConfig,
@@ -98,7 +106,7 @@ def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
     claims = {c["claim"]: c for c in summary["orderings"]}
     assert any("D = 4" in name for name in claims)
     for claim in claims.values():
-        assert claim["verdict"] in ("holds", "holds (not significant)", "does not hold")
+        assert claim["verdict"] in ("holds", "not significant", "does not hold")
     assert summary["figures"]
     for fig in summary["figures"]:
         assert (tmp_path / fig).stat().st_size > 1000
@@ -125,9 +133,84 @@ def test_t_interval_and_verdicts() -> None:
     assert stat["mean"] == 2.0
     assert stat["hi"] - 2.0 == pytest.approx(4.302652729749464 / 3**0.5)  # t_{0.975, 2}
     assert verdict([{"mean": 1.0, "lo": 0.5, "hi": 1.5}]) == "holds"
-    assert verdict([{"mean": 1.0, "lo": -0.5, "hi": 2.5}]) == "holds (not significant)"
+    # a mean on the claimed side with 0 inside the interval is not evidence (the old
+    # "holds (not significant)" for a change of 0.0007)
+    assert verdict([{"mean": 0.0007, "lo": -0.5, "hi": 0.5}]) == "not significant"
+    assert verdict([{"mean": -0.1, "lo": -0.5, "hi": 0.3}]) == "not significant"
     assert verdict([{"mean": -1.0, "lo": -1.5, "hi": -0.5}]) == "does not hold"
     assert verdict([{"mean": -1.0, "lo": -1.5, "hi": -0.5}], sign=-1.0) == "holds"
+    assert verdict([{"mean": 1.0, "lo": 0.5, "hi": 1.5}], sign=-1.0) == "does not hold"
+    # every difference must hold; one significant contradiction decides
+    two = [{"mean": 1.0, "lo": 0.5, "hi": 1.5}, {"mean": 1.0, "lo": -0.5, "hi": 2.5}]
+    assert verdict(two) == "not significant"
+    assert verdict([two[0], {"mean": -1.0, "lo": -2.0, "hi": -0.1}]) == "does not hold"
+    one_seed = {"mean": 1.0, "lo": -math.inf, "hi": math.inf}  # t_interval of one value
+    assert verdict([one_seed]) == "not significant"
+
+
+def test_equivalence_verdict() -> None:
+    inside = {"mean": 0.001, "lo": -0.004, "hi": 0.006}
+    assert equivalence_verdict([inside], 0.01) == "holds"
+    assert equivalence_verdict([{"mean": 0.0, "lo": -0.02, "hi": 0.02}], 0.01) == "not significant"
+    assert equivalence_verdict([inside, {"mean": 0.05, "lo": 0.03, "hi": 0.07}], 0.01) == (
+        "does not hold"
+    )
+
+
+def _write_seed_summaries(root: Path, values: dict[str, list[float]], key: str) -> None:
+    for point, per_seed in values.items():
+        (root / point).mkdir(parents=True)
+        summary = {"per_seed": {str(s): {key: v} for s, v in enumerate(per_seed)}}
+        (root / point / "summary.json").write_text(json.dumps(summary))
+
+
+def test_interior_eps_star_is_tested_against_both_neighbours(tmp_path: Path) -> None:
+    """Hand-made per-seed metrics: a clear interior minimum at eps = 1, a noisy one, an edge."""
+    values = {
+        "clear_0.1": [3.0, 3.1, 2.9, 3.0],
+        "clear_1": [1.0, 1.1, 0.9, 1.0],
+        "clear_10": [2.0, 2.1, 1.9, 2.0],
+        "noisy_0.1": [1.0, 3.0, 1.0, 3.0],
+        "noisy_1": [1.9, 1.8, 1.9, 1.8],
+        "noisy_10": [3.0, 1.0, 3.0, 1.0],
+    }
+    _write_seed_summaries(tmp_path, values, "convergence_metric")
+
+    def cell(prefix: str) -> list[dict]:
+        return [
+            {"point": f"{prefix}_{e:g}", "eps": e, "convergence_metric": sum(v) / 4}
+            for e, v in zip(
+                (0.1, 1.0, 10.0), (values[f"{prefix}_{x}"] for x in ("0.1", "1", "10")), strict=True
+            )
+        ]
+
+    for prefix, expected in (("clear", "holds"), ("noisy", "not significant")):
+        rows = cell(prefix)
+        best = best_eps([r["eps"] for r in rows], [r["convergence_metric"] for r in rows])
+        test = interior_test(rows, "convergence_metric", best, tmp_path)
+        assert best["eps_star_grid"] == 1.0 and test["verdict"] == expected
+        assert test["neighbours"] == [0.1, 10.0]
+    # the best at the grid's edge, significantly better than its neighbour: not interior
+    rows = cell("clear")[1:]  # eps 1 (best, now the smallest) and 10
+    best = best_eps([r["eps"] for r in rows], [r["convergence_metric"] for r in rows])
+    assert best["censored"] == "below"
+    assert interior_test(rows, "convergence_metric", best, tmp_path)["verdict"] == "does not hold"
+
+
+def test_gmc_tic_gap_pairs_points_and_reports_the_theory_factors(tmp_path: Path) -> None:
+    _write_seed_summaries(
+        tmp_path, {"g": [1.0, 2.0, 4.0], "t": [2.0, 4.0, 8.0]}, "convergence_metric"
+    )
+    common = dict(delay=16, schedule="fixed_delay", group_size=8, eps=0.28, total_steps=10, lr=5.0)
+    rows = [dict(common, method="gmc", point="g"), dict(common, method="tic", point="t")]
+    (gap,) = gmc_tic_gap(rows, tmp_path)
+    assert gap["ratio"]["mean"] == pytest.approx(0.5) and gap["ratio"]["lo"] == pytest.approx(0.5)
+    assert gap["ordering"]["verdict"] == "holds"
+    # (c_eps / log(1+2eps))^(2/5) at eps = 0.28, c_eps = log(1.28) - 0.28/1.28
+    c = math.log(1.28) - 0.28 / 1.28
+    assert gap["theory_denominator_ratio"] == pytest.approx(c / math.log(1.56))
+    assert gap["theory_tuned_factor"] == pytest.approx((c / math.log(1.56)) ** 0.4)
+    assert gap["theory_tuned_factor"] == pytest.approx(0.331, abs=5e-4)
 
 
 def test_eps_star_fit_recovers_known_exponents() -> None:
@@ -202,6 +285,20 @@ def test_shipped_configs_are_valid() -> None:
     assert all(len(p[1].seeds) >= 5 for p in quick.points())
 
 
+def test_quick_sizes_shrink_a_grid_and_keep_its_ratios() -> None:
+    full = ExperimentConfig.from_file(shipped_experiment("eps_full"))
+    quick = full.quick_sizes()
+    assert quick.name == "eps_full_quick"
+    # 800 steps is the largest: every value divided by 800 / 150 (rounded), lr untouched
+    assert quick.zip["total_steps"] == [19, 38, 75, 150]
+    assert quick.zip["lr"] == full.zip["lr"]
+    assert quick.base["seeds"] == [0, 1, 2, 3, 4]
+    assert (quick.base["num_prompts"], quick.base["max_length"]) == (4, 5)
+    assert quick.grid == full.grid
+    delay = ExperimentConfig.from_file(shipped_experiment("delay_full")).quick_sizes()
+    assert delay.base["total_steps"] == 150 and delay.base["checkpoint_every"] == 151
+
+
 def test_experiment_config_errors() -> None:
     with pytest.raises(ValueError, match="kind='tables'"):
         ExperimentConfig(kind="tables")
@@ -253,6 +350,21 @@ def test_cli_run_single_and_experiment(tmp_path: Path, capsys: pytest.CaptureFix
     )
     assert train_cli.run(args) == 0
     assert "larger G helps GMC" in capsys.readouterr().out
+    # seeds as flags: each reaches its field; --quick with --config shrinks the given grid
+    args = parser.parse_args(
+        ["--config", str(path), "--quick", "--mdp-seed", "3", "--init-seed", "4", "--seed", "5"]
+        + ["--out", str(tmp_path / "seeded"), "--no-progress", "--no-figures"]
+    )
+    assert train_cli.run(args) == 0
+    config = read_json(tmp_path / "seeded" / "experiment.json")
+    assert config["name"] == "cli_exp_quick"
+    assert {k: config["base"][k] for k in ("mdp_seed", "init_seed", "run_seed")} == {
+        "mdp_seed": 3,
+        "init_seed": 4,
+        "run_seed": 5,
+    }
+    run = read_json(tmp_path / "seeded" / "method=gmc_group_size=2" / "config.json")["config"]
+    assert (run["mdp_seed"], run["init_seed"], run["run_seed"]) == (3, 4, 5)
     bad = parser.parse_args(["--method", "ppo", "--out", str(tmp_path / "bad")])
     with pytest.raises(SystemExit, match="TrainConfig.method='ppo'"):
         train_cli.run(bad)

@@ -41,6 +41,14 @@ _OVERRIDES: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--behavior": ("behavior", str, "trajectory or direct"),
     "--policy": ("policy", str, "tabular or loglinear"),
     "--advantage": ("advantage", str, "loo, centered, std or paper"),
+    "--mdp-seed": ("mdp_seed", int, "seed of the MDP (each prompt's target pattern)"),
+    "--init-seed": (
+        "init_seed",
+        int,
+        "seed of the learning problems: replicate s draws theta_0 (and the direct mode's "
+        "direction) from seed s + init_seed * 1000003",
+    ),
+    "--seed": ("run_seed", int, "sampling seed: mixed into every cell's minibatch generator"),
 }
 
 
@@ -53,7 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON config (default: toy_mdps/configs/quick.json); see SweepConfig",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="the default small grid (configs/quick.json)"
+        "--quick",
+        action="store_true",
+        help="the default small grid (configs/quick.json); with --config or --full: that grid "
+        "at the quick sweep's sizes (its first seeds, M and B)",
     )
     parser.add_argument("--full", action="store_true", help="the full grid (configs/full.json)")
     parser.add_argument(
@@ -71,11 +82,12 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     """Run the sweep `args` describe; returns the exit code (bad configs exit with 2)."""
     from toy_mdps.sweep.config import SweepConfig, shipped_config
 
-    if sum(bool(x) for x in (args.config, args.quick, args.full)) > 1:
-        raise SystemExit("gmc-grpo toy sweep: give at most one of --config, --quick, --full")
+    if args.config and args.full:
+        raise SystemExit("gmc-grpo toy sweep: give at most one of --config, --full")
     path = args.config or shipped_config("full" if args.full else "quick")
     try:
-        base = SweepConfig.from_file(path).to_dict()
+        loaded = SweepConfig.from_file(path)
+        base = (loaded.quick_sizes() if args.quick else loaded).to_dict()
         for flag, (name, _, _) in _OVERRIDES.items():
             value = getattr(args, flag.lstrip("-").replace("-", "_"))
             if value is not None:

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
-from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
+from gmc_grpo.defaults import (
+    A3PO_MASK_THRESHOLD,
+    PAPER_CAP_EPS,
+    SEED_STRIDE,
+    TOKEN_CLIP,
+    VCPO_TRUNCATION,
+)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     PAPER_METHODS,
@@ -85,8 +91,14 @@ class SweepConfig(ProblemFields):
     """A-3PO's mask on `pi_prox / mu` (5, AReaL)"""
     # -- Monte Carlo -------------------------------------------------------------------------------
     seeds: list[int] = field(default_factory=lambda: [0])
-    """replicates; seed `s` draws `theta_0` (seed `s`), the perturbation direction and the
-    samples of every cell"""
+    """replicates; replicate `s` has its own `theta_0`, perturbation direction and samples"""
+    init_seed: int = 0
+    """seed of the learning problems: replicate `s` draws `theta_0`, the direct mode's
+    perturbation direction and the reference trajectory's noise from seed
+    `s + init_seed * SEED_STRIDE` (`init_seed = 0`: seed `s`)"""
+    run_seed: int = 0
+    """sampling seed: mixed into the seed of every cell's minibatch generator (`run_seed = 0`
+    keeps the streams of earlier versions)"""
     num_minibatches: int = 400
     """`M` independent minibatches per grid point"""
     confidence: float = 0.95
@@ -141,6 +153,21 @@ class SweepConfig(ProblemFields):
             raise bad("num_minibatches", "must be >= 3 (jackknife intervals)")
         if not 0 < self.confidence < 1:
             raise bad("confidence", "must be in (0, 1)")
+
+    def problem_seed(self, seed: int) -> int:
+        """The seed of replicate `seed`'s `theta_0`, direction and trajectory noise."""
+        return seed + self.init_seed * SEED_STRIDE
+
+    def quick_sizes(self) -> SweepConfig:
+        """This config at the sizes of `configs/quick.json` (`--quick --config FILE`): at most as
+        many seeds (the first ones), minibatches `M` and groups `B` as the quick sweep; the grid
+        (methods, delays or KLs, eps, G) and the MDP are kept."""
+        quick = SweepConfig.from_file(shipped_config("quick"))
+        data = self.to_dict()
+        data["seeds"] = list(self.seeds)[: len(quick.seeds)]
+        data["num_minibatches"] = min(self.num_minibatches, quick.num_minibatches)
+        data["num_groups"] = min(self.num_groups, quick.num_groups)
+        return SweepConfig.from_dict(data)
 
     @property
     def staleness_values(self) -> list[float]:

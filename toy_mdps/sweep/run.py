@@ -129,17 +129,23 @@ def grid_points(config: SweepConfig) -> Iterator[tuple[int, int, float, int, str
                         yield seed, si, staleness, group_size, method, eps
 
 
-def _cell_seed(seed: int, staleness_index: int, group_size: int) -> int:
+def _cell_seed(seed: int, staleness_index: int, group_size: int, run_seed: int = 0) -> int:
     """The generator seed of one grid cell: the replicate seed strides by `SEED_STRIDE`, the
     staleness index by the prime 10,007 and the group size by 101 (distinct for every cell of
-    grids with fewer than 100 group sizes per staleness value); `% 2**62` keeps it valid."""
-    return (seed * SEED_STRIDE + staleness_index * 10_007 + group_size * 101) % (2**62)
+    grids with fewer than 100 group sizes per staleness value); a nonzero `run_seed` (the
+    sampling seed) is mixed in by one multiply-add with the prime 2^31 - 1; `% 2**62` keeps it
+    valid."""
+    base = seed * SEED_STRIDE + staleness_index * 10_007 + group_size * 101
+    if run_seed:
+        base = base * 2_147_483_647 + run_seed * SEED_STRIDE + 1
+    return base % (2**62)
 
 
 def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache: dict) -> tuple:
     """`(theta, theta_behavior, version_lag)` for a seed and staleness value."""
     policy = make_policy(mdp, config.policy)
-    theta0 = policy.random_parameters(seed, config.init_scale)
+    problem_seed = config.problem_seed(seed)
+    theta0 = policy.random_parameters(problem_seed, config.init_scale)
     if config.behavior == "trajectory":
         if seed not in cache:
             cache[seed] = reference_trajectory(
@@ -148,13 +154,13 @@ def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache
                 config.trajectory_steps,
                 config.lr,
                 noise_std=config.trajectory_noise,
-                seed=seed,
+                seed=problem_seed,
                 policy=policy,
             )
         theta, theta_b = behavior_at_delay(cache[seed], int(staleness))
         return theta, theta_b, float(staleness)
     theta_b = perturb_to_kl(
-        mdp, theta0, float(staleness), seed=seed, direction=config.direction, policy=policy
+        mdp, theta0, float(staleness), seed=problem_seed, direction=config.direction, policy=policy
     )
     return theta0, theta_b, float(config.direct_version_lag)
 
@@ -265,7 +271,9 @@ def run_sweep(
             cell = (seed, si, group_size)
             if cell not in cell_cache:
                 cell_cache.clear()
-                gen = torch.Generator().manual_seed(_cell_seed(seed, si, group_size))
+                gen = torch.Generator().manual_seed(
+                    _cell_seed(seed, si, group_size, config.run_seed)
+                )
                 behavior_lp = response_token_logprobs(mdp, pair["behavior_table"]).sum(dim=-1)
                 _, responses = sample_groups(
                     mdp, behavior_lp, config.num_minibatches, config.num_groups, group_size, gen

@@ -2,14 +2,18 @@
 
 Every comparison between two methods is **paired over seeds**: the learners of one seed share
 the initial parameters and the generator seed, so the per-seed difference of a metric is
-summarised with a Student-t interval (`gmc_grpo.stats.paired_difference`). Verdicts:
+summarised with a Student-t interval (`gmc_grpo.stats.paired_difference`). Verdicts
+(`verdict`), each a test that could fail:
 
-- `holds`: every difference the claim needs has its interval strictly on the claimed side;
-- `holds (not significant)`: the means are ordered as claimed but some interval contains 0;
-- `does not hold`: some mean is on the wrong side.
+- `holds`: every difference the claim needs has its 95% interval strictly on the claimed side;
+- `does not hold`: some difference has its interval strictly on the other side;
+- `not significant`: neither (some interval contains 0; the data cannot tell).
 
-"All similar at `D = 0`" holds when every paired difference of final `J` among GMC, TIC and
-GRPO has an interval containing 0 or a mean below `SIMILAR_TOL` (1% of the reward range).
+"All similar at `D = 0`" is an equivalence claim (`equivalence_verdict`): it holds when every
+paired interval of the final-`J` differences among GMC, TIC and GRPO lies inside
+`[-SIMILAR_TOL, SIMILAR_TOL]` (1% of the reward range), does not hold when one lies entirely
+outside it, and is not significant otherwise. "GRPO degrades with the delay" is paired too (the
+learners of one seed share `theta_0` and their generator seed at every delay).
 
 Corollary 1: for each `(N, D)` the empirically best `eps` is the grid value minimising the mean
 convergence metric `(1/N) sum ||grad J(theta_n)||^2`, refined by a parabola through it and its
@@ -57,14 +61,36 @@ def paired_difference(
     )
 
 
+HOLDS, NOT_SIGNIFICANT, DOES_NOT_HOLD = "holds", "not significant", "does not hold"
+VERDICTS = (HOLDS, NOT_SIGNIFICANT, DOES_NOT_HOLD)
+
+
 def verdict(diffs: list[dict[str, float]], sign: float = 1.0) -> str:
-    """Verdict for "every difference is on the side `sign`" (see the module docstring)."""
-    means = [sign * d["mean"] for d in diffs]
-    if any(not m > 0 for m in means):
-        return "does not hold"
-    if all((sign * d["lo"] > 0) if sign > 0 else (sign * d["hi"] > 0) for d in diffs):
-        return "holds"
-    return "holds (not significant)"
+    """Verdict for "every difference is on the side `sign`" (see the module docstring).
+
+    `diffs`: paired intervals `{mean, lo, hi}`; `sign = 1`: the claim is `difference > 0`,
+    `-1`: `difference < 0`. An interval with a NaN end (fewer than two seeds) is not significant.
+    """
+    if not diffs:
+        return NOT_SIGNIFICANT
+    sides = [sorted((sign * d["lo"], sign * d["hi"])) for d in diffs]
+    if any(hi < 0 for _, hi in sides):
+        return DOES_NOT_HOLD
+    if all(lo > 0 for lo, _ in sides):
+        return HOLDS
+    return NOT_SIGNIFICANT
+
+
+def equivalence_verdict(diffs: list[dict[str, float]], tolerance: float) -> str:
+    """ "Every difference is within `+-tolerance`": holds when every interval lies inside
+    `[-tolerance, tolerance]`, does not hold when one lies entirely outside it."""
+    if not diffs:
+        return NOT_SIGNIFICANT
+    if any(d["lo"] > tolerance or d["hi"] < -tolerance for d in diffs):
+        return DOES_NOT_HOLD
+    if all(-tolerance <= d["lo"] and d["hi"] <= tolerance for d in diffs):
+        return HOLDS
+    return NOT_SIGNIFICANT
 
 
 def fmt(stat: dict[str, float], digits: int = 3) -> str:
@@ -125,7 +151,81 @@ def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path)
     elif config.kind == "length_coupled":
         out["orderings"] = _length_orderings(rows, out_dir, level)
     elif config.kind == "eps_star":
-        out["eps_star"] = eps_star_fit(rows)
+        out["eps_star"] = eps_star_fit(rows, out_dir, level)
+    elif config.kind == "gmc_tic_gap":
+        out["gap"] = gmc_tic_gap(rows, out_dir, level)
+        out["orderings"] = [g["ordering"] for g in out["gap"]]
+    return out
+
+
+PAIR_KEYS = ("delay", "schedule", "group_size", "eps", "total_steps", "lr")
+
+
+def gmc_tic_gap(rows: list[dict[str, Any]], out_dir: Path, level: float = 0.95) -> list[dict]:
+    """GMC's convergence metric over TIC's at each grid point, beside the theory's factors.
+
+    Per GMC point, the TIC point with the same `PAIR_KEYS`: the per-seed ratio of
+    `(1/N) sum ||grad J||^2`, paired over seeds (t-interval of the log-ratio, exponentiated),
+    with the verdict of "GMC below TIC" (`verdict` on the log-ratio); the theory's factors at
+    that `eps`: `(c_eps / log(1+2eps))^(2/5)` (the delay terms after tuning `eta` per method,
+    §4.3) and `c_eps / log(1+2eps)` (the removed-mass bounds' ratio at equal KL); and, for runs
+    that tracked their bound quantities, the first-order split of each metric
+    (`theory.measured.first_order_identity`): the share of the bias term `-(T/N) sum <grad J, b>`
+    in the metric, and GMC's bias term over TIC's.
+    """
+    import numpy as np
+
+    from theory.constants import c_eps, gmc_denominator, improvement_factor
+    from theory.measured import is_tracked_run, run_bounds
+
+    out = []
+    for gmc in (r for r in rows if r["method"] == "gmc"):
+        tic = _find(rows, method="tic", **{k: gmc[k] for k in PAIR_KEYS})
+        if tic is None:
+            continue
+        a = _per_seed(out_dir, gmc["point"], "convergence_metric")
+        b = _per_seed(out_dir, tic["point"], "convergence_metric")
+        log_ratio = stats.t_interval([math.log(a[k] / b[k]) for k in a if k in b], level)
+        ratio = {k: math.exp(log_ratio[k]) for k in ("mean", "lo", "hi")}
+        entry: dict[str, Any] = {
+            **{k: gmc[k] for k in PAIR_KEYS},
+            "gmc_point": gmc["point"],
+            "tic_point": tic["point"],
+            "ratio": {**ratio, "n": log_ratio["n"]},
+            "theory_tuned_factor": float(improvement_factor(gmc["eps"])),
+            "theory_denominator_ratio": float(c_eps(gmc["eps"]) / gmc_denominator(gmc["eps"])),
+        }
+        shares = {}
+        for method, point in (("gmc", gmc["point"]), ("tic", tic["point"])):
+            if is_tracked_run(out_dir / point):
+                split = run_bounds(out_dir / point).first_order
+                if split:
+                    shares[method] = split
+        if len(shares) == 2:
+            entry["bias_share"] = {
+                m: shares[m]["bias"]["mean"] / shares[m]["total"]["mean"] for m in shares
+            }
+            entry["first_order"] = {
+                m: {k: shares[m][k] for k in ("total", "progress", "curvature", "bias", "residual")}
+                for m in shares
+            }
+            entry["bias_term_ratio"] = float(
+                np.divide(shares["gmc"]["bias"]["mean"], shares["tic"]["bias"]["mean"])
+            )
+        detail = (
+            f"GMC/TIC = {fmt(ratio, 3)} (paired over {log_ratio['n']} seeds); theory "
+            f"{entry['theory_tuned_factor']:.3f} after tuning eta, "
+            f"{entry['theory_denominator_ratio']:.4f} = c_eps/log(1+2eps)"
+        )
+        entry["ordering"] = {
+            "claim": f"GMC's (1/N) sum ||grad J||^2 below TIC's (D = {gmc['delay']}, "
+            f"eps = {gmc['eps']:g}, eta = {gmc['lr']:g})",
+            "metric": "convergence_metric",
+            "verdict": verdict([log_ratio], -1.0),
+            "differences": [log_ratio],
+            "detail": detail,
+        }
+        out.append(entry)
     return out
 
 
@@ -169,28 +269,27 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
             )
             diffs.append(d)
             parts.append(f"{a} - {b} = {fmt(d, 4)}")
-        similar = all(d["lo"] <= 0 <= d["hi"] or abs(d["mean"]) < SIMILAR_TOL for d in diffs)
         result.append(
             {
                 "claim": "GMC, TIC, GRPO similar at D = 0 (final J)",
                 "claim_markdown": "GMC, TIC, GRPO similar at $D = 0$ (final $J$)",
                 "metric": "final_objective",
-                "verdict": "holds" if similar else "does not hold",
+                "verdict": equivalence_verdict(diffs, SIMILAR_TOL),
                 "differences": diffs,
-                "detail": "; ".join(parts) + f" (tolerance {SIMILAR_TOL})",
+                "detail": "; ".join(parts) + f" (equivalence margin +-{SIMILAR_TOL})",
             }
         )
         grpo0, grpo_big = at_zero["grpo"], at_big["grpo"]
+        d = paired_difference(out_dir, grpo0["point"], grpo_big["point"], "final_objective", level)
         result.append(
             {
                 "claim": f"GRPO degrades from D = 0 to D = {big} (final J)",
                 "claim_markdown": f"GRPO degrades from $D = 0$ to $D = {big}$ (final $J$)",
                 "metric": "final_objective",
-                "verdict": "holds"
-                if grpo_big["final_objective_hi"] < grpo0["final_objective_lo"]
-                else "does not hold",
+                "verdict": verdict([d]),
+                "differences": [d],
                 "detail": f"D=0: {grpo0['final_objective']:.3f}, "
-                f"D={big}: {grpo_big['final_objective']:.3f}",
+                f"D={big}: {grpo_big['final_objective']:.3f}; D=0 - D={big} = {fmt(d, 4)}",
             }
         )
     return result
@@ -299,6 +398,48 @@ def best_eps(eps: list[float], values: list[float], minimise: bool = True) -> di
     return {"eps_star": star, "eps_star_grid": eps[best], "censored": censored}
 
 
+def interior_test(
+    cell: list[dict[str, Any]],
+    key: str,
+    best: dict[str, Any],
+    out_dir: Path,
+    minimise: bool = True,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Is the cell's best `eps` an interior optimum? Paired over seeds against its neighbours.
+
+    Interior best (by the means): the claim "the neighbours are worse" is tested on the paired
+    differences `neighbour - best` (`- (neighbour - best)` when maximising): `holds` when both
+    intervals exclude 0 on the worse side, else `not significant`. Best at an edge of the grid
+    (censored; for a tied plateau, its first point): `does not hold` when its one neighbour is
+    significantly worse (the edge is a genuine local optimum), else `not significant`.
+    """
+    eps = [r["eps"] for r in cell]
+    best_i = eps.index(best["eps_star_grid"])
+    sign = 1.0 if minimise else -1.0
+    if best["censored"] is None:
+        neighbours = [best_i - 1, best_i + 1]
+    elif best["censored"] == "above":
+        neighbours = [best_i - 1] if best_i > 0 else []
+    else:
+        neighbours = [best_i + 1] if best_i + 1 < len(eps) else []
+    diffs = [
+        paired_difference(out_dir, cell[j]["point"], cell[best_i]["point"], key, level)
+        for j in neighbours
+    ]
+    worse = verdict(diffs, sign)
+    if best["censored"] is None:
+        result = HOLDS if worse == HOLDS else NOT_SIGNIFICANT
+    else:
+        result = DOES_NOT_HOLD if worse == HOLDS else NOT_SIGNIFICANT
+    return {
+        "verdict": result,
+        "best_eps": eps[best_i],
+        "neighbours": [eps[j] for j in neighbours],
+        "differences": diffs,
+    }
+
+
 def _fit_exponents(cells: list[dict[str, Any]], key: str) -> dict[str, Any]:
     """Least squares `log eps* = c + a log tau4 + b log N` over the cells interior under `key`."""
     usable = [t for t in cells if t["tau4"] > 0 and t[key]["censored"] is None]
@@ -334,11 +475,15 @@ def _fit_exponents(cells: list[dict[str, Any]], key: str) -> dict[str, Any]:
     return out
 
 
-def eps_star_fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def eps_star_fit(
+    rows: list[dict[str, Any]], out_dir: Path | None = None, level: float = 0.95
+) -> dict[str, Any]:
     """`eps*` per `(N, D)` and the least-squares exponents (see the module docstring).
 
     The top-level keys describe the paper's criterion (minimum convergence metric);
-    `objective_fit` repeats the fit for the `eps` with the best final `J` (a second view).
+    `objective_fit` repeats the fit for the `eps` with the best final `J` (a second view). With
+    `out_dir` (the experiment folder), each cell also gets `interior_test` for both criteria:
+    is its `eps*` interior, paired over seeds against both neighbours (`interior_test`)?
     """
     cells: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for row in rows:
@@ -353,6 +498,13 @@ def eps_star_fit(rows: list[dict[str, Any]]) -> dict[str, Any]:
         final = [r["final_objective"] for r in cell]
         by_conv = best_eps(eps, conv, minimise=True)
         by_final = best_eps(eps, final, minimise=False)
+        if out_dir is not None:
+            by_conv["interior_test"] = interior_test(
+                cell, "convergence_metric", by_conv, out_dir, True, level
+            )
+            by_final["interior_test"] = interior_test(
+                cell, "final_objective", by_final, out_dir, False, level
+            )
         table.append(
             {
                 "total_steps": n,
@@ -404,6 +556,28 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
         for o in summary["orderings"]:
             claim = o.get("claim_markdown", o["claim"])
             lines.append(f"| {claim} | {o['verdict']} | {o['detail']} |")
+    gaps = summary.get("gap")
+    if gaps:
+        lines += [
+            "",
+            "GMC over TIC, paired over seeds (ratio of the convergence metric, 95% interval), "
+            "beside the theory's factors and, for tracked runs, the share of the bias term "
+            "$-\\frac{T}{N}\\sum_n\\langle\\nabla J(\\theta_n), b_n\\rangle$ in each metric "
+            "(first-order split, `theory.measured`):",
+            "",
+            "| $D$ | $\\epsilon$ | $\\eta$ | GMC / TIC | theory, tuned $\\eta$ "
+            "| $c_\\epsilon / \\log(1+2\\epsilon)$ | bias share TIC | bias share GMC "
+            "| GMC bias term / TIC's |",
+            "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for g in gaps:
+            share = g.get("bias_share", {})
+            lines.append(
+                f"| {g['delay']} | {g['eps']:g} | {g['lr']:g} | {fmt(g['ratio'], 3)} "
+                f"| {g['theory_tuned_factor']:.3f} | {g['theory_denominator_ratio']:.4f} "
+                f"| {_pct(share.get('tic'))} | {_pct(share.get('gmc'))} "
+                f"| {_num(g.get('bias_term_ratio'))} |"
+            )
     fit = summary.get("eps_star")
     if fit:
         lines += [
@@ -428,13 +602,30 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
     return "\n".join(lines) + "\n"
 
 
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
 def _star_text(best: dict[str, Any]) -> str:
     star = f"{best['eps_star']:.3g}"
     if best["censored"] == "above":
-        return rf"$\ge {star}$ (largest $\epsilon$ best)"
-    if best["censored"] == "below":
-        return rf"$\le {star}$ (smallest $\epsilon$ best)"
-    return star
+        text = rf"$\ge {star}$ (largest $\epsilon$ best)"
+    elif best["censored"] == "below":
+        text = rf"$\le {star}$ (smallest $\epsilon$ best)"
+    else:
+        text = star
+    test = best.get("interior_test")
+    if test:
+        diffs = ", ".join(
+            rf"$\epsilon = {e:g}$: {fmt(d, 4)}"
+            for e, d in zip(test["neighbours"], test["differences"], strict=True)
+        )
+        text += f"; interior: {test['verdict']} (neighbour - best: {diffs})"
+    return text
 
 
 def _fit_text(name: str, part: dict[str, Any], cells: int) -> str:

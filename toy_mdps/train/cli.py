@@ -51,6 +51,19 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--max-length": ("max_length", int, "T"),
     "--policy": ("policy", str, "tabular or loglinear"),
     "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints"),
+    "--mdp-seed": ("mdp_seed", int, "seed of the MDP (each prompt's target pattern)"),
+    "--init-seed": ("init_seed", int, "seed of theta_0, shared by every learner seed"),
+    "--seed": (
+        "run_seed",
+        int,
+        "sampling seed: mixed with each learner seed (--seeds) into its generator",
+    ),
+    "--bound-every": (
+        "bound_every",
+        int,
+        "record the bound quantities, estimator statistics every K steps (0: off)",
+    ),
+    "--bound-minibatches": ("bound_minibatches", int, "minibatches per recorded step"),
 }
 
 
@@ -68,7 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="all quick experiments (the `make reproduce` set), one after another",
+        help="all quick experiments (the `make reproduce` set), one after another; with "
+        "--experiment or --config: that experiment at the quick sizes (ExperimentConfig."
+        "quick_sizes: at most 5 seeds, K <= 4 prompts, T <= 5, at most 150 steps)",
     )
     parser.add_argument("--out", type=Path, default=None, help="output directory")
     parser.add_argument("--fresh", action="store_true", help="start over instead of resuming")
@@ -93,16 +108,16 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    chosen = sum(bool(x) for x in (args.experiment, args.config, args.quick))
-    if chosen > 1:
-        raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config, --quick")
+    if args.experiment and args.config:
+        raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config")
     overrides = {
         name: getattr(args, flag.lstrip("-").replace("-", "_"))
         for flag, (name, _, _) in _RUN_FLAGS.items()
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.experiment or args.config or args.quick:
-        names = list(QUICK_EXPERIMENTS) if args.quick else [None]
+        alone = args.quick and not (args.experiment or args.config)
+        names = list(QUICK_EXPERIMENTS) if alone else [None]
         root = args.out
         for name in names:
             try:
@@ -112,13 +127,15 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
                     else shipped_experiment(name if name is not None else args.experiment)
                 )
                 config = ExperimentConfig.from_file(path)
+                if args.quick and not alone:
+                    config = config.quick_sizes()
                 if overrides:
                     config = ExperimentConfig.from_dict(
                         {**config.to_dict(), "base": {**config.base, **overrides}}
                     )
             except (ValueError, FileNotFoundError) as err:
                 raise SystemExit(f"gmc-grpo toy train: {err}") from None
-            if args.quick:
+            if alone:
                 out = (root or Path("runs") / "toy_train") / config.name
             else:
                 out = root or Path("runs") / f"toy_train_{config.name}"
@@ -132,8 +149,15 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
             if "tau4_exponent" in fit:
                 print(
                     f"  eps* ~ tau4^{fit['tau4_exponent']:.3f} N^{fit['n_exponent']:.3f} "
-                    "(paper: tau4^0.143 N^-0.214)"
+                    f"(fit on {fit['num_cells']} interior cells; paper: tau4^0.143 N^-0.214)"
                 )
+            for cell in fit.get("table", []):
+                test = cell["by_convergence"].get("interior_test")
+                if test:
+                    print(
+                        f"  N={cell['total_steps']} D={cell['delay']}: best eps "
+                        f"{test['best_eps']:g}, interior optimum: {test['verdict']}"
+                    )
         return 0
     try:
         config = TrainConfig.from_dict(overrides)

@@ -30,9 +30,18 @@ from toy_mdps.problem import (
 
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("cosine", "constant")
-EXPERIMENT_KINDS = ("runs", "delay_sweep", "group_size", "length_coupled", "eps_star")
+EXPERIMENT_KINDS = (
+    "runs",
+    "delay_sweep",
+    "group_size",
+    "length_coupled",
+    "eps_star",
+    "gmc_tic_gap",
+)
 # the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
+# the sizes of the quick experiments, applied by `ExperimentConfig.quick_sizes`
+QUICK_SIZES = {"seeds": 5, "num_prompts": 4, "max_length": 5, "total_steps": 150}
 
 
 @dataclass
@@ -99,6 +108,14 @@ class TrainConfig(ProblemFields, MethodSettings):
     """mixed with each seed into its generator's seed"""
     checkpoint_every: int = 50
     """steps between checkpoints (resumption)"""
+    # -- bounds beside the measurements (`toy_mdps.train.bounds`, `theory.measured`) -----------
+    bound_every: int = 0
+    """0: off. `k >= 1`: record what the §3-§4 bounds are compared with: every step the coverage
+    `log C`, the drift `||theta_n - theta_{n-tau}||^2` and the update size; every `k` steps and
+    at the last step the estimator's bias, second moment and removed mass at the learner's state
+    (from `bound_minibatches` fresh minibatches; `bounds/*` metrics)"""
+    bound_minibatches: int = 200
+    """`M` minibatches per recorded step (>= 3: the squared bias's jackknife interval)"""
 
     def __post_init__(self) -> None:
         def bad(name: str, why: str) -> ValueError:
@@ -143,6 +160,20 @@ class TrainConfig(ProblemFields, MethodSettings):
             raise bad("seeds", "must be non-empty without duplicates")
         if self.checkpoint_every < 1:
             raise bad("checkpoint_every", "must be >= 1")
+        if self.bound_every < 0:
+            raise bad("bound_every", "must be >= 0 (0 turns the bound tracking off)")
+        if self.bound_minibatches < 3:
+            raise bad("bound_minibatches", "must be >= 3 (jackknife interval of the bias)")
+        if self.bound_every > 0:
+            spec = get_method(self.method)
+            if spec.gradient_edit is not None or spec.uses_baseline(self.advantage):
+                raise bad(
+                    "bound_every",
+                    f"the estimator statistics cannot reproduce {self.method}'s "
+                    + ("gradient edit" if spec.gradient_edit else "baseline hook")
+                    + "; set bound_every = 0"
+                    + ("" if spec.gradient_edit else " or advantage = 'loo'"),
+                )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
@@ -172,7 +203,8 @@ class ExperimentConfig:
     """experiment name (default output folder `runs/toy_train_<name>`)"""
     kind: str = "runs"
     """what the analysis reports: `runs` (table only), `delay_sweep` (Table 3 analogue),
-    `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1)"""
+    `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1),
+    `gmc_tic_gap` (GMC over TIC beside the theory's factor, §4.3)"""
     base: dict[str, Any] = field(default_factory=dict)
     """`TrainConfig` fields shared by every point"""
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -233,6 +265,53 @@ class ExperimentConfig:
                 cfg = TrainConfig.from_dict({**self.base, **varied, "name": f"{self.name}/{label}"})
                 out.append((label, cfg, varied))
         return out
+
+    def quick_sizes(self) -> ExperimentConfig:
+        """This grid at the sizes of the quick experiments (`--quick` with `--experiment` or
+        `--config`): at most `QUICK_SIZES["seeds"]` seeds (the first ones), at most
+        `QUICK_SIZES["num_prompts"]` prompts and `QUICK_SIZES["max_length"]` tokens, and every
+        `total_steps` value divided by one common factor so the largest is at most
+        `QUICK_SIZES["total_steps"]` (ratios between points kept; step sizes unchanged). The
+        name gets a `_quick` suffix; `checkpoint_every` moves past the last step."""
+        points = self.points()
+        steps = max(cfg.total_steps for _, cfg, _ in points)
+        factor = max(1.0, steps / QUICK_SIZES["total_steps"])
+
+        def scale(n: int) -> int:
+            return max(1, round(n / factor))
+
+        def shrink(part: dict[str, Any]) -> dict[str, Any]:
+            out = dict(part)
+            if "total_steps" in out:
+                value = out["total_steps"]
+                out["total_steps"] = (
+                    [scale(v) for v in value] if isinstance(value, list) else scale(value)
+                )
+            return out
+
+        base = shrink(self.base)
+        first = points[0][1]
+        base["seeds"] = list(self.base.get("seeds", first.seeds))[: QUICK_SIZES["seeds"]]
+        for key in ("num_prompts", "max_length"):
+            base[key] = min(int(self.base.get(key, getattr(first, key))), QUICK_SIZES[key])
+        base["pattern_length"] = min(
+            int(self.base.get("pattern_length", first.pattern_length)), base["max_length"]
+        )
+        base["checkpoint_every"] = QUICK_SIZES["total_steps"] + 1
+        if (
+            "total_steps" not in base
+            and "total_steps" not in self.grid
+            and "total_steps" not in self.zip
+        ):
+            base["total_steps"] = scale(first.total_steps)
+        data = {
+            **self.to_dict(),
+            "name": f"{self.name}_quick" if not self.name.endswith("_quick") else self.name,
+            "base": base,
+            "grid": shrink(self.grid),
+            "zip": shrink(self.zip),
+        }
+        return ExperimentConfig.from_dict(data)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExperimentConfig:

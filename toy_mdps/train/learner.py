@@ -260,7 +260,7 @@ class AsyncLearner:
         self.token_index = TokenIndex.build(self.mdp)
         # The last step's batch-level tensors, for diagnostics and tests: `log_ratio` `[S, B, G]`,
         # `raw_direction` / `direction` `[S, P]` (before / after GAC, before clipping),
-        # `step_scale` `[S]` (VCPO's factor, 1 otherwise).
+        # `step_scale` `[S]` (VCPO's factor, 1 otherwise), `lag` `[S]` (realised lag).
         self.last: dict[str, Tensor] = {}
 
     # -- schedules ------------------------------------------------------------------------------
@@ -376,6 +376,7 @@ class AsyncLearner:
             "raw_direction": raw_direction,
             "direction": direction,
             "step_scale": scale,
+            "lag": lag,
         }
         grad_norm = torch.linalg.vector_norm(direction, dim=1)  # [S]
         if cfg.grad_clip is not None:

@@ -34,6 +34,7 @@ import torch
 from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
 from gmc_grpo.stats import t_interval
 from toy_mdps.train.analysis import analyse
+from toy_mdps.train.bounds import BoundTracker
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
 
@@ -115,9 +116,13 @@ def train(
             f"{run_dir} holds a run with a different config; pass --fresh or choose another --out"
         )
     learner = AsyncLearner(config)
+    tracker = BoundTracker(learner) if config.bound_every > 0 else None
     start = 0
     if resume and same and ckpt_path.exists():
-        learner.load_state_dict(torch.load(ckpt_path, weights_only=False))
+        state = torch.load(ckpt_path, weights_only=False)
+        learner.load_state_dict(state)
+        if tracker is not None:
+            tracker.load_state_dict(state["bounds"])
         start = learner.step
     elif not (resume and same):
         ckpt_path.unlink(missing_ok=True)
@@ -125,10 +130,18 @@ def train(
     bar = tqdm(total=config.total_steps, initial=start, desc=config.name, disable=not progress)
     try:
         for n in range(start, config.total_steps):
-            writer.log_metrics_many(learner.train_step())
+            if tracker is not None:
+                tracker.before_step(learner)
+            rows = learner.train_step()
+            if tracker is not None:
+                tracker.after_step(learner, rows)
+            writer.log_metrics_many(rows)
             bar.update(1)
             if learner.step % config.checkpoint_every == 0 and learner.step < config.total_steps:
-                _save_checkpoint(ckpt_path, learner.state_dict())
+                state = learner.state_dict()
+                if tracker is not None:
+                    state["bounds"] = tracker.state_dict()
+                _save_checkpoint(ckpt_path, state)
             if stop_after is not None and n + 1 >= stop_after:
                 return None
         final = exact_state(learner.mdp, learner.policy, learner.theta)

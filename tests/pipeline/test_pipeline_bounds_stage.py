@@ -1,0 +1,96 @@
+"""The bounds stage of `gmc-grpo reproduce` and the theory headline: tracked toy runs in, the
+bound-vs-measured table, the bound-tracking figures and the headline out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pytest
+import torch
+
+from figures.bound_tracking import plot_bound_tracking
+from gmc_grpo.records import read_json
+from pipeline import bounds_stage
+from pipeline.reproduce import STAGES, claims_headline
+from theory.measured import run_bounds
+from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.run import train
+
+matplotlib.use("Agg")
+torch.set_num_threads(1)
+
+TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=4)
+
+
+def _tracked(path: Path, method: str, optimizer: str = "sgd") -> Path:
+    cfg = TrainConfig(
+        **TINY,
+        method=method,
+        optimizer=optimizer,
+        lr=4.0,
+        lr_schedule="constant",
+        grad_clip=None,
+        delay=2,
+        total_steps=6,
+        seeds=[0, 1, 2],
+        bound_every=2,
+        bound_minibatches=50,
+        name=f"tiny/{method}_{optimizer}",
+    )
+    train(cfg, path)
+    return path
+
+
+def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bounds_stage, "BOUND_EXPERIMENTS", ())  # only the runs written here
+    out = tmp_path / "bounds"
+    out.mkdir()
+    _tracked(out / "gmc", "gmc")
+    _tracked(out / "tic", "tic")
+    _tracked(tmp_path / "toy_train" / "adam", "gmc", optimizer="adam")
+    result = bounds_stage.bounds_stage(out)
+    assert result["runs"] == 3 and result["refutations"] == 0
+    assert result["headline"].startswith("2 runs in the theorems' setting")
+    md = result["markdown"]
+    assert "| tiny/gmc_sgd |" in md and "| tiny/tic_sgd |" in md
+    assert "optimizer adam" in md  # the Adam run is listed apart
+    assert "$\\frac{1}{N}" in md
+    saved = read_json(out / "bounds.json")
+    assert [r["in_setting"] for r in saved] == [True, True, False]
+    figures = sorted(p.name for p in (out / "figures").glob("*.png"))
+    assert figures == ["tiny__gmc_sgd.png", "tiny__tic_sgd.png"]  # this stage's runs only
+    assert "figures/tiny__gmc_sgd.png" in md
+    assert any(s.name == "bounds" and s.reads_earlier for s in STAGES)
+
+
+def test_bound_tracking_figure_uses_given_axes(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    series = run_bounds(_tracked(tmp_path / "run", "gmc")).series
+    assert {"theorem", "bias", "second_moment", "drift", "kl"} <= set(series)
+    fig = plot_bound_tracking(series, title="t")
+    assert len([a for a in fig.axes if a.get_visible()]) == 5
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 5)
+    assert plot_bound_tracking(series, ax=axes) is fig
+    assert all(a.get_yscale() == "log" and a.lines for a in axes)
+    plt.close(fig)
+    with pytest.raises(ValueError, match="no panel"):
+        plot_bound_tracking({})
+
+
+def test_claims_headline_counts_the_papers_claims_apart() -> None:
+    counts = {"verified": 25, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
+    ours = {"verified": 9, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
+    assert claims_headline({"paper": counts, "ours": ours}) == (
+        "25 paper claims: 25 verified (+ 9 of our own results, all verified)"
+    )
+    mixed = dict(counts, verified=23, refuted=1, **{"not checkable here": 1})
+    ours_mixed = dict(ours, verified=8, **{"not reproduced": 1})
+    assert claims_headline({"paper": mixed, "ours": ours_mixed}) == (
+        "25 paper claims: 23 verified, 1 refuted, 1 not checkable here "
+        "(+ 9 of our own results, 8 verified, 1 not reproduced)"
+    )
