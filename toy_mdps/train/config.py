@@ -33,6 +33,10 @@ LR_SCHEDULES = ("cosine", "constant")
 EXPERIMENT_KINDS = ("runs", "delay_sweep", "group_size", "length_coupled", "eps_star")
 # the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
+# `TrainConfig` fields a resumed run may change: they alter neither an update nor a record
+# (checkpoints are written between steps and hold everything the next step reads). Any other
+# change is refused unless asked for (`--extend-to`, `--allow-config-change`; gmc_grpo.resume).
+RESUME_FREE_FIELDS = ("checkpoint_every",)
 
 
 @dataclass
@@ -121,6 +125,13 @@ class TrainConfig(ProblemFields, MethodSettings):
         check_choice(self, "schedule", SCHEDULE_NAMES)
         if self.delay < 0:
             raise bad("delay", "must be >= 0")
+        if self.schedule == "fixed_delay" and self.delay and self.delay >= self.total_steps:
+            raise bad(
+                "delay",
+                f"must be smaller than total_steps={self.total_steps}: with D >= total_steps "
+                "every update consumes a batch of the initial policy (lower the delay or raise "
+                "total_steps)",
+            )
         if not (self.lam >= 0 and math.isfinite(self.lam)):
             raise bad("lam", "must be finite and >= 0")
         if self.max_launches < 1:
@@ -151,7 +162,8 @@ class TrainConfig(ProblemFields, MethodSettings):
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        return cls.from_dict(read_toy_config(path, "train"))
+        """Read a JSON file of `TrainConfig` fields (one run)."""
+        return cls.from_dict(read_toy_config(path, "run"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -240,7 +252,7 @@ class ExperimentConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ExperimentConfig:
-        return cls.from_dict(read_toy_config(path, "experiment", "train_*.json"))
+        return cls.from_dict(read_toy_config(path, "experiment"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
