@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 
 
@@ -392,7 +393,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(
             f"--only: unknown stage(s) {sorted(set(args.only) - known)}; choose from {sorted(known)}"
         )
+    return run_reported("gmc-grpo reproduce", lambda: _reproduce(args))
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """Run the stages `args` asks for and write the report; returns the exit status."""
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file: choose a folder for the results")
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for stage in STAGES:

@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
     if any(e <= 0 for e in args.eps):
-        print(f"error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
+        print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
     from theory.claims import claims_markdown, evaluate_claims, summary_by_section
 
