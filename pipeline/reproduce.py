@@ -377,7 +377,8 @@ def _markdown_to_html(text: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `gmc-grpo reproduce`."""
     parser = argparse.ArgumentParser(
         prog="gmc-grpo reproduce",
         description="Run every CPU stage on its embedded defaults and write REPORT.md. "
@@ -387,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results", help="output directory (default: results)")
     parser.add_argument("--only", nargs="+", metavar="STAGE", help="run only these stages")
     parser.add_argument("--force", action="store_true", help="rerun stages that already finished")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     known = {s.name for s in STAGES}
     if args.only and not set(args.only) <= known:
