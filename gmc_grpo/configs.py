@@ -39,6 +39,18 @@ def config_error(config: Any, name: str, why: str) -> ValueError:
     return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
 
 
+def check_delay_fits_run(config: Any) -> None:
+    """A fixed delay `D` must be smaller than the run (`total_steps`): with `D >= total_steps`
+    every update consumes a batch of the initial policy and the lag never reaches `D`."""
+    if config.schedule == "fixed_delay" and config.delay and config.delay >= config.total_steps:
+        raise config_error(
+            config,
+            "delay",
+            f"must be smaller than total_steps={config.total_steps}: with D >= total_steps every "
+            "update consumes a batch of the initial policy (lower the delay or raise total_steps)",
+        )
+
+
 def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
     """Raise `config_error` unless `config.<name>` is one of `choices` (renamed values named)."""
     value = getattr(config, name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.configs import check_choice, check_delay_fits_run, config_error
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -276,13 +276,7 @@ class TrainConfig(MethodSettings):
                 f"must be a multiple of inner_steps={self.inner_steps} (it counts learner updates "
                 "and the FIFO holds whole rollout batches of inner_steps updates each)",
             )
-        if self.schedule == "fixed_delay" and self.delay and self.delay >= self.total_steps:
-            raise bad(
-                "delay",
-                f"must be smaller than total_steps={self.total_steps}: with D >= total_steps "
-                "every update consumes a batch of the initial policy (lower the delay or raise "
-                "total_steps)",
-            )
+        check_delay_fits_run(self)
         if self.schedule == "length_coupled" and self.delay:
             raise bad("delay", "must be 0 with schedule 'length_coupled' (its lag is simulated)")
         if not self.lam >= 0:

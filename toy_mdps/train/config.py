@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import check_choice, check_field_names, config_error, dataclass_from_dict
+from gmc_grpo.configs import (
+    check_choice,
+    check_delay_fits_run,
+    check_field_names,
+    config_error,
+    dataclass_from_dict,
+)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -125,13 +131,7 @@ class TrainConfig(ProblemFields, MethodSettings):
         check_choice(self, "schedule", SCHEDULE_NAMES)
         if self.delay < 0:
             raise bad("delay", "must be >= 0")
-        if self.schedule == "fixed_delay" and self.delay and self.delay >= self.total_steps:
-            raise bad(
-                "delay",
-                f"must be smaller than total_steps={self.total_steps}: with D >= total_steps "
-                "every update consumes a batch of the initial policy (lower the delay or raise "
-                "total_steps)",
-            )
+        check_delay_fits_run(self)
         if not (self.lam >= 0 and math.isfinite(self.lam)):
             raise bad("lam", "must be finite and >= 0")
         if self.max_launches < 1:
