@@ -122,16 +122,18 @@ def test_a_pickled_toy_checkpoint_never_runs(tmp_path: Path, capsys) -> None:
             "--out", str(out), "--no-progress"]  # fmt: skip
     assert run_cli(argv, capsys)[0] == 0
     (out / "summary.json").unlink()  # as if stopped after its last checkpoint
-    checkpoint = max((out / "checkpoints").iterdir())
-    plant(checkpoint / "state.safetensors", marker)
+    # the pickled checkpoint of gmc-grpo before safetensors (what it loaded on a rerun)
+    plant(out / "checkpoint.pt", marker)
     code, lines = run_cli(argv, capsys)
+    assert not marker.exists()
+    assert code == 2 and len(lines) == 1 and "checkpoint.pt is a pickled checkpoint" in lines[0]
+    (out / "checkpoint.pt").unlink()
+    # a pickle where the safetensors checkpoint belongs
+    plant(max((out / "checkpoints").iterdir()) / "state.safetensors", marker)
+    code, lines = run_cli(argv, capsys)
+    assert not marker.exists()
     assert code == 2 and len(lines) == 1
     assert "state.safetensors is not a safetensors file" in lines[0]
-    shutil.rmtree(out / "checkpoints")
-    plant(out / "checkpoint.pt", marker)  # the pickled checkpoint of older versions
-    code, lines = run_cli(argv, capsys)
-    assert code == 2 and len(lines) == 1 and "checkpoint.pt is a pickled checkpoint" in lines[0]
-    assert not marker.exists()
 
 
 @pytest.fixture(scope="module")
