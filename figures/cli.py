@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import run_reported
+
+# figure formats matplotlib writes without extra packages (`--formats`)
+FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
+
 # name -> (what it shows, what it needs)
 ITEMS: dict[str, tuple[str, str]] = {
     "figure2": (
@@ -273,31 +278,35 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run_reported("gmc-grpo figures", lambda: _run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.only:
         unknown = sorted(set(args.only) - set(ITEMS))
         if unknown:
-            print(f"gmc-grpo figures: unknown item(s) {unknown}; choose from {list(ITEMS)}")
-            return 2
+            raise ValueError(f"--only: unknown item(s) {unknown}; choose from {list(ITEMS)}")
+    formats = [f.strip() for f in args.formats.split(",") if f.strip()]
+    bad = sorted(set(formats) - set(FORMATS))
+    if not formats or bad:
+        raise ValueError(f"--formats {args.formats!r}: choose from {', '.join(FORMATS)}")
+    if args.step is not None and args.step < 0:
+        raise ValueError(f"--step {args.step}: must be >= 0 (an evaluation step)")
     from figures.discover import DamagedRun, discover, inventory
 
-    try:
-        if args.list:
-            damaged: list[DamagedRun] = []
-            runs = discover(args.paths, damaged=damaged)
-            print(inventory(runs, root=Path.cwd(), damaged=damaged), end="")
-            return 0
-        formats = [f.strip() for f in args.formats.split(",") if f.strip()]
-        result = write_all(
-            args.paths,
-            args.out,
-            only=args.only,
-            formats=formats,
-            step=args.step,
-            include_empty=args.include_empty,
-        )
-    except FileNotFoundError as error:
-        print(f"gmc-grpo figures: {error}")
-        return 2
+    if args.list:
+        damaged: list[DamagedRun] = []
+        runs = discover(args.paths, damaged=damaged)
+        print(inventory(runs, root=Path.cwd(), damaged=damaged), end="")
+        return 0
+    result = write_all(
+        args.paths,
+        args.out,
+        only=args.only,
+        formats=formats,
+        step=args.step,
+        include_empty=args.include_empty,
+    )
     for line in result.damaged:
         print(f"skipped damaged run: {line}")
     for name, paths in result.written.items():

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,18 @@ RENAMED_VALUES: dict[str, dict[Any, str]] = {
 def config_error(config: Any, name: str, why: str) -> ValueError:
     """`ValueError("<Class>.<field>=<value>: <why>")` for a config field that fails a check."""
     return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
+
+
+def check_delay_fits_run(config: Any) -> None:
+    """A fixed delay `D` must be smaller than the run (`total_steps`): with `D >= total_steps`
+    every update consumes a batch of the initial policy and the lag never reaches `D`."""
+    if config.schedule == "fixed_delay" and config.delay and config.delay >= config.total_steps:
+        raise config_error(
+            config,
+            "delay",
+            f"must be smaller than total_steps={config.total_steps}: with D >= total_steps every "
+            "update consumes a batch of the initial policy (lower the delay or raise total_steps)",
+        )
 
 
 def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
@@ -63,24 +77,128 @@ def check_field_names(cls: Any, keys: Sequence[str], what: str | None = None) ->
         raise ValueError(f"unknown {owner} fields {unknown}; valid fields: {sorted(names)}")
 
 
+def _type_name(tp: Any) -> str:
+    """`tp` in words, for the errors of `check_field_types` ("a whole number", "a list of
+    numbers", "null or a number", ...)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return "any value"
+    if tp is type(None):
+        return "null"
+    if origin in (typing.Union, types.UnionType):
+        names = [_type_name(a) for a in args]
+        return " or ".join(sorted(names, key=lambda n: n != "null"))
+    simple = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+    if tp in simple:
+        return simple[tp]
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return f"a list of {len(args)} values ({', '.join(_type_name(a) for a in args)})"
+        plural = {bool: "booleans", int: "whole numbers", float: "numbers", str: "strings"}
+        return f"a list of {plural.get(args[0], 'values') if args else 'values'}"
+    if origin in (dict, Mapping) or tp is dict:
+        return "an object ({...})"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _matches(value: Any, tp: Any) -> bool:
+    """Whether a JSON/TOML value fits annotation `tp` (ints count as floats; bools are not
+    numbers; unknown annotations are not checked)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return True
+    if tp is type(None):
+        return value is None
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, a) for a in args)
+    if tp is bool:
+        return isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is str:
+        return isinstance(value, str)
+    if origin in (list, Sequence) or tp is list:
+        return isinstance(value, (list, tuple)) and all(_matches(v, args[0]) for v in value)
+    if origin is tuple or tp is tuple:
+        if not isinstance(value, (list, tuple)):
+            return False
+        if not args:
+            return True
+        if args[-1] is Ellipsis:
+            return all(_matches(v, args[0]) for v in value)
+        return len(value) == len(args) and all(
+            _matches(v, a) for v, a in zip(value, args, strict=True)
+        )
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, dict):
+            return False
+        return not args or all(_matches(v, args[1]) for v in value.values())
+    return True
+
+
+def check_field_types(cls: Any, data: Mapping[str, Any], what: str | None = None) -> None:
+    """Reject values of the wrong type before the dataclass sees them: `"<Class>.<field>=<value>:
+    must be <type in words> (got <type>)"`. Only fields of `cls` present in `data` are checked."""
+    hints = typing.get_type_hints(cls)
+    owner = what or cls.__name__
+    for key, value in data.items():
+        tp = hints.get(key)
+        if tp is None or _matches(value, tp):
+            continue
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ValueError(
+            f"{owner}.{key}={shown}: must be {_type_name(tp)} (got {type(value).__name__}); "
+            "fix the value in your config or flag"
+        )
+
+
 def dataclass_from_dict(cls: Any, data: Mapping[str, Any], ignore: Sequence[str] = ()) -> Any:
-    """Build dataclass `cls` from `data`, rejecting unknown and renamed keys (`ignore`d keys and
-    `_`-prefixed comments are skipped)."""
+    """Build dataclass `cls` from `data`, rejecting unknown and renamed keys and values of the
+    wrong type (`ignore`d keys and `_`-prefixed comments are skipped)."""
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            f"a {cls.__name__} must be a JSON object of fields, got {type(data).__name__}"
+        )
     check_field_names(cls, [k for k in data if k not in ignore])
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+    values = {k: v for k, v in data.items() if k in names}
+    check_field_types(cls, values)
+    return cls(**values)
 
 
 def read_json_config(
-    path: str | Path, what: str, shipped: Path | None = None, pattern: str = "*.json"
+    path: str | Path,
+    what: str,
+    shipped: Path | None = None,
+    pattern: str = "*.json",
+    exclude: str | None = None,
 ) -> dict[str, Any]:
-    """Read a JSON config file; a missing file names the configs in `shipped` matching `pattern`."""
+    """Read a JSON config file that holds one object; a missing file names the configs in
+    `shipped` matching `pattern` (and not `exclude`). Every failure is a one-line `ValueError`
+    (or `FileNotFoundError`) naming the file."""
     path = Path(path)
-    if not path.exists():
-        listed = sorted(p.name for p in shipped.glob(pattern)) if shipped is not None else []
-        raise FileNotFoundError(f"{what} config {path} does not exist; shipped configs: {listed}")
-    with open(path, encoding="utf-8") as handle:
-        try:
-            return json.load(handle)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path} is not valid JSON: {err}") from None
+    if not path.is_file():
+        listed = []
+        if shipped is not None:
+            skip = set(shipped.glob(exclude)) if exclude else set()
+            listed = sorted(p.name for p in shipped.glob(pattern) if p not in skip)
+        state = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise FileNotFoundError(f"{what} config {path} {state}; shipped configs: {listed}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} config {path} is not UTF-8 text (is it a JSON file?)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{what} config {path} is not valid JSON: {err.msg} at line {err.lineno}, column "
+            f"{err.colno}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"{what} config {path} must hold a JSON object of fields, got {type(data).__name__}"
+        )
+    return data

@@ -349,6 +349,18 @@ def _check_schema(config_json: Mapping[str, Any], run_dir: Path) -> int:
     return schema
 
 
+def read_run_config(run_dir: str | Path) -> dict[str, Any] | None:
+    """The parsed `config.json` of a run folder (None without one), its schema checked (a newer
+    one raises `RecordSchemaError` saying what differs) and schema-1 values upgraded."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        return None
+    payload = read_json_object(path)
+    if _check_schema(payload, Path(run_dir)) == 1:
+        payload = upgrade_legacy_values(payload)
+    return payload
+
+
 def existing_records(run_dir: str | Path) -> list[str]:
     """What of `RECORD_FILES` `run_dir` holds (`metrics.jsonl: 12 rows`, `summary.json`); empty
     JSONL files do not count."""
@@ -368,16 +380,20 @@ def existing_records(run_dir: str | Path) -> list[str]:
     return found
 
 
-def check_fresh_run_dir(run_dir: str | Path) -> None:
+RESUME_HINT = "pass --resume to continue that run, or choose another folder (--out)"
+
+
+def check_fresh_run_dir(run_dir: str | Path, hint: str = RESUME_HINT) -> None:
     """Refuse to start a fresh run in a folder that holds records (a fresh run erases them).
 
-    Call it before any compute; `RunWriter.fresh` calls it too.
+    Call it before any compute; `RunWriter.fresh` calls it too. `hint` says how to continue
+    (each command line has its own flags).
     """
     found = existing_records(run_dir)
     if found:
         raise RecordsExistError(
             f"{run_dir} already holds the records of a run ({', '.join(found)}) and a fresh run "
-            "erases records: pass --resume to continue that run, or choose another folder (--out)"
+            f"erases records: {hint}"
         )
 
 
@@ -403,6 +419,7 @@ class RunWriter:
         *,
         resume: bool = False,
         keep_steps_below: int | None = None,
+        segment: Mapping[str, Any] | None = None,
     ) -> None:
         self.path = Path(run_dir)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -424,6 +441,7 @@ class RunWriter:
             "mode": "resume" if resume else "fresh",
             "keep_steps_below": keep_steps_below if resume else None,
             **environment,
+            **_jsonable(dict(segment or {})),
         }
         history: list[dict[str, Any]] = []
         if previous is not None:
@@ -440,28 +458,42 @@ class RunWriter:
             "history": self.history,
         }
         atomic_write_json(self.path / "config.json", payload)
-        self._metrics = open(self.path / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._evals = open(self.path / "evals.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        # opened on the first row: a run without evaluations writes no empty evals.jsonl
+        self._handles: dict[str, Any] = {}
 
     @classmethod
-    def fresh(cls, run_dir: str | Path, config: Any, *, overwrite: bool = False) -> RunWriter:
-        """Start a new run in `run_dir`: refuses a folder with records unless `overwrite`."""
+    def fresh(
+        cls,
+        run_dir: str | Path,
+        config: Any,
+        *,
+        overwrite: bool = False,
+        hint: str = RESUME_HINT,
+    ) -> RunWriter:
+        """Start a new run in `run_dir`: refuses a folder with records unless `overwrite`
+        (`hint`: how the refused user continues, in the message)."""
         if not overwrite:
-            check_fresh_run_dir(run_dir)
+            check_fresh_run_dir(run_dir, hint)
         return cls(run_dir, config, resume=False)
 
     @classmethod
     def resume(
-        cls, run_dir: str | Path, config: Any, *, keep_steps_below: int | None = None
+        cls,
+        run_dir: str | Path,
+        config: Any,
+        *,
+        keep_steps_below: int | None = None,
+        segment: Mapping[str, Any] | None = None,
     ) -> RunWriter:
         """Continue the run in `run_dir` (which must hold its `config.json`): checks the record
-        schema, keeps the rows below `keep_steps_below`, appends a history segment."""
+        schema, keeps the rows below `keep_steps_below`, appends a history segment (with the
+        extra fields of `segment`, e.g. the config changes a resume made on purpose)."""
         if not (Path(run_dir) / "config.json").is_file():
             raise FileNotFoundError(
                 f"{run_dir} holds no run to resume (config.json is missing): start without "
                 "--resume, or point --out at the run's folder"
             )
-        return cls(run_dir, config, resume=True, keep_steps_below=keep_steps_below)
+        return cls(run_dir, config, resume=True, keep_steps_below=keep_steps_below, segment=segment)
 
     def _previous_config(self) -> dict[str, Any] | None:
         path = self.path / "config.json"
@@ -470,6 +502,8 @@ class RunWriter:
         return read_json_object(path)
 
     def _truncate(self, name: str, keep_steps_below: int | None, *, upgrade: bool) -> None:
+        if not (self.path / name).exists():
+            return
         rows = read_jsonl(self.path / name)
         if keep_steps_below is not None:
             rows = [r for r in rows if r.get("step", -1) < keep_steps_below]
@@ -477,8 +511,10 @@ class RunWriter:
             rows = upgrade_legacy_values(rows)
         atomic_write_text(self.path / name, "".join(to_json(r) + "\n" for r in rows))
 
-    @staticmethod
-    def _append(handle, row: Mapping[str, Any]) -> None:
+    def _append(self, name: str, row: Mapping[str, Any]) -> None:
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles[name] = open(self.path / name, "a", encoding="utf-8")  # noqa: SIM115
         handle.write(to_json(row) + "\n")
         handle.flush()
 
@@ -486,7 +522,7 @@ class RunWriter:
         """Append one learner step's metrics (must contain `step`)."""
         if "step" not in row:
             raise ValueError("a metrics row needs a 'step' field")
-        self._append(self._metrics, row)
+        self._append("metrics.jsonl", row)
 
     def log_metrics_many(self, rows: Iterable[Mapping[str, Any]]) -> None:
         for row in rows:
@@ -494,14 +530,15 @@ class RunWriter:
 
     def log_eval(self, row: Mapping[str, Any]) -> None:
         """Append one evaluation row: step, benchmark, decoding and the scores."""
-        self._append(self._evals, row)
+        self._append("evals.jsonl", row)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Write `summary.json` atomically; call it last."""
         atomic_write_json(self.path / "summary.json", summary)
 
     def close(self) -> None:
-        for handle in (self._metrics, self._evals):
+        handles, self._handles = list(self._handles.values()), {}
+        for handle in handles:
             if not handle.closed:
                 handle.close()
 

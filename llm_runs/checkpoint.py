@@ -24,45 +24,37 @@ is how `gmc-grpo llm eval --model RUN --step N` evaluates a checkpoint.
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
+from gmc_grpo.checkpoints import (
+    CHECKPOINT_DIR,
+    latest_checkpoint,
+    list_checkpoints,
+    read_safetensors,
+    save_step_folder,
+    step_dir_name,
+)
 from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 
-CHECKPOINT_DIR = "checkpoints"
-_STEP_DIR = re.compile(r"^step_(\d+)$")
-
-
-def step_dir_name(step: int) -> str:
-    return f"step_{step:06d}"
-
-
-def list_checkpoints(run_dir: str | Path) -> dict[int, Path]:
-    """`{step: folder}` of the complete checkpoints of a run."""
-    root = Path(run_dir) / CHECKPOINT_DIR
-    if not root.is_dir():
-        return {}
-    found = {}
-    for child in root.iterdir():
-        match = _STEP_DIR.match(child.name)
-        if match and child.is_dir() and (child / "state.json").is_file():
-            found[int(match.group(1))] = child
-    return found
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    found = list_checkpoints(run_dir)
-    return found[max(found)] if found else None
+__all__ = [
+    "CHECKPOINT_DIR",
+    "checkpoint_config",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "resolve_model",
+    "save_checkpoint",
+    "step_dir_name",
+]
 
 
 # -- optimizer -------------------------------------------------------------------------------
@@ -178,69 +170,83 @@ def save_checkpoint(
     method_state: Mapping[str, torch.Tensor | None] | None,
     counters: Mapping[str, Any],
     keep: int,
+    config: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write the checkpoint of `step` atomically; keep the newest `keep` checkpoints."""
-    root = Path(run_dir) / CHECKPOINT_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / step_dir_name(step)
-    tmp = root / f".{step_dir_name(step)}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    model.save_pretrained(tmp / "model", safe_serialization=True)
-    tokenizer.save_pretrained(tmp / "model")
-    opt_tensors, opt_meta = _optimizer_to_flat(optimizer.state_dict())
-    save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
-    sched_tensors, sched_meta = _schedule_to_flat(schedule_state)
-    save_file(sched_tensors, str(tmp / "schedule.safetensors"))
-    rng_tensors, rng_meta = rng_state()
-    state_tensors = dict(rng_tensors)
-    method_state = dict(method_state or {})
-    for key, value in method_state.items():
-        if value is not None:
-            state_tensors[f"method.{key}"] = value.detach().cpu().contiguous()
-    save_file(state_tensors, str(tmp / "state.safetensors"))
-    scheduler_state = {k: v for k, v in scheduler.state_dict().items()}
-    atomic_write_json(
-        tmp / "state.json",
-        {
-            "step": step,
-            "counters": dict(counters),
-            "optimizer": opt_meta,
-            "scheduler": scheduler_state,
-            "schedule": sched_meta,
-            "rng": rng_meta,
-            "method_state_keys": sorted(method_state),
-        },
-    )
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    for old in sorted(list_checkpoints(run_dir))[:-keep] if keep > 0 else []:
-        shutil.rmtree(root / step_dir_name(old), ignore_errors=True)
-    return final
+    """Write the checkpoint of `step` atomically; keep the newest `keep` checkpoints.
+
+    `config`: the run's `TrainConfig` as a dict, stored in `state.json` (a resume compares it
+    with its own, `gmc_grpo.resume`).
+    """
+
+    def write(tmp: Path) -> None:
+        model.save_pretrained(tmp / "model", safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "model")
+        opt_tensors, opt_meta = _optimizer_to_flat(optimizer.state_dict())
+        save_file(opt_tensors, str(tmp / "optimizer.safetensors"))
+        sched_tensors, sched_meta = _schedule_to_flat(schedule_state)
+        save_file(sched_tensors, str(tmp / "schedule.safetensors"))
+        rng_tensors, rng_meta = rng_state()
+        state_tensors = dict(rng_tensors)
+        own = dict(method_state or {})
+        for key, value in own.items():
+            if value is not None:
+                state_tensors[f"method.{key}"] = value.detach().cpu().contiguous()
+        save_file(state_tensors, str(tmp / "state.safetensors"))
+        scheduler_state = {k: v for k, v in scheduler.state_dict().items()}
+        atomic_write_json(
+            tmp / "state.json",
+            {
+                "step": step,
+                "counters": dict(counters),
+                "optimizer": opt_meta,
+                "scheduler": scheduler_state,
+                "schedule": sched_meta,
+                "rng": rng_meta,
+                "method_state_keys": sorted(own),
+                "config": None if config is None else dict(config),
+            },
+        )
+
+    return save_step_folder(run_dir, step, write, keep=keep)
+
+
+def checkpoint_config(path: str | Path) -> dict[str, Any] | None:
+    """The `TrainConfig` dict a checkpoint folder was written with (None for checkpoints of
+    gmc-grpo versions that did not store it)."""
+    config = read_json(Path(path) / "state.json").get("config")
+    return config if isinstance(config, dict) else None
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint folder (no pickle): a dict with `step`, `counters`, `model_dir`,
     `optimizer` (a `state_dict`), `scheduler` (a `state_dict`), `schedule` (a core schedule
     `state_dict` whose entries hold `TrajectoryBatch`es), `method_state` (the method's
-    gradient-edit state, `{key: tensor or None}`) and `rng`."""
+    gradient-edit state, `{key: tensor or None}`), `rng` and `config` (None when not stored).
+
+    A file that is not what it should be (a pickle where safetensors belong, a torn file) is
+    refused with a `CheckpointError` naming it; the model folder is checked (safetensors only)
+    by `llm_runs.tiny.check_model_dir`.
+    """
+    from llm_runs.tiny import check_model_dir
+
     path = Path(path)
     meta = read_json(path / "state.json")
-    state_tensors = load_file(str(path / "state.safetensors"))
+    state_tensors = read_safetensors(path / "state.safetensors")
+    check_model_dir(path / "model")
     return {
         "step": int(meta["step"]),
         "counters": meta["counters"],
         "model_dir": path / "model",
         "optimizer": _optimizer_from_flat(
-            load_file(str(path / "optimizer.safetensors")), meta["optimizer"]
+            read_safetensors(path / "optimizer.safetensors"), meta["optimizer"]
         ),
         "scheduler": meta["scheduler"],
         "schedule": _schedule_from_flat(
-            load_file(str(path / "schedule.safetensors")), meta["schedule"]
+            read_safetensors(path / "schedule.safetensors"), meta["schedule"]
         ),
         "method_state": _method_state(meta, state_tensors),
         "rng": ({k: v for k, v in state_tensors.items() if k.startswith("rng.")}, meta["rng"]),
+        "config": meta.get("config"),
     }
 
 

@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from gmc_grpo.errors import report_error, run_reported
+
 # subcommand -> (module with `add_arguments(parser)` and `run(args) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": (
@@ -78,11 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown subcommand {name!r}; choose one of {', '.join(SUBCOMMANDS)}")
     subparser, module = build_subparser(name)
     args = subparser.parse_args(rest)
+    prog = f"{PROG} {name}"
+    hint = (
+        "rerun the same command with --resume to continue"
+        if name == "train"
+        else "rerun the same command to continue"
+    )
     try:
-        return int(module.run(args) or 0)
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
-        # Bad input: one clear line, no traceback (`docs/DESIGN.md`, "Errors").
-        print(f"{PROG} {name}: error: {exc}", file=sys.stderr)
+        return run_reported(prog, lambda: int(module.run(args) or 0), continue_hint=hint)
+    except RuntimeError as exc:
+        # e.g. an engine that cannot start: one clear line, no traceback (`docs/DESIGN.md`)
+        if report_error(prog, ValueError(str(exc))) is None:
+            raise
         return 2
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.configs import check_choice, check_delay_fits_run, config_error
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -33,6 +33,21 @@ OPTIMIZERS = ("auto", "adamw", "adamw8bit")
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
 LOGGERS = ("tensorboard", "wandb")
+# `TrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
+# what a record means. Checkpoints fall between rollout batches and hold every state the next
+# update reads; evaluations sample with their own seeded generators (`llm_runs.evaluator`), so
+# their cadence leaves the training rows unchanged (tested). Any other change is refused unless
+# asked for: `--extend-to N` (total_steps) or `--allow-config-change FIELD` (`gmc_grpo.resume`).
+RESUME_FREE_FIELDS = (
+    "out",
+    "resume",
+    "progress",
+    "log_to",
+    "wandb_project",
+    "keep_checkpoints",
+    "checkpoint_every",
+    "eval_every",
+)
 
 
 @dataclass
@@ -57,7 +72,10 @@ class TrainConfig(MethodSettings):
     seed: int = 0
     """seed of the data order, the rollouts' sampling streams and the warm-up"""
     resume: bool = False
-    """continue from the newest checkpoint in `out/checkpoints/` (error when none)"""
+    """continue the run in `out` from its newest checkpoint (from step 0 when it was stopped
+    before the first one; error when `out` holds no run). The config must be the run's except
+    `RESUME_FREE_FIELDS`; `gmc-grpo llm train --extend-to N / --allow-config-change FIELD`
+    change it on purpose"""
     # -- task and data -----------------------------------------------------------------------------
     task: str = "math"
     """"math" (MATH train, the two-shot prompt and the math-verify scorer, B.1) or
@@ -92,7 +110,10 @@ class TrainConfig(MethodSettings):
     """"fixed_delay" (FIFO of `delay` batches from the initial policy, B.1) or "length_coupled"
     (`tau_ready = tau_launch + lam * L`, B.1)"""
     delay: int = 0
-    """`D` of the fixed-delay suite ({0, 32, 64, 128, 256, 512}, B.1)"""
+    """`D` of the fixed-delay suite ({0, 32, 64, 128, 256, 512}, B.1), in learner updates: a
+    rollout batch's first minibatch is consumed `D` updates after the policy that generated it
+    (its later minibatches, with `inner_steps > 1`, `D + 1` ... `D + inner_steps - 1`); the FIFO
+    holds `D / inner_steps` batches, so `D` must be a multiple of `inner_steps`"""
     lam: float = 28.0
     """`lambda` of the simulated pipeline (28, B.1)"""
     max_launches: int = 400
@@ -249,6 +270,13 @@ class TrainConfig(MethodSettings):
         check_choice(self, "schedule", SCHEDULE_NAMES)
         if self.delay < 0:
             raise bad("delay", "must be >= 0")
+        if self.delay % self.inner_steps:
+            raise bad(
+                "delay",
+                f"must be a multiple of inner_steps={self.inner_steps} (it counts learner updates "
+                "and the FIFO holds whole rollout batches of inner_steps updates each)",
+            )
+        check_delay_fits_run(self)
         if self.schedule == "length_coupled" and self.delay:
             raise bad("delay", "must be 0 with schedule 'length_coupled' (its lag is simulated)")
         if not self.lam >= 0:

@@ -408,6 +408,8 @@ def load_math_train(
     """
     problems: list[Problem] = []
     total = no_answer = 0
+    if data_dir is not None and not Path(data_dir).is_dir():
+        raise DataError(f"data directory {data_dir} does not exist (passed as --data-dir)")
     for subject in subjects:
         if subject not in MATH_TRAIN_SUBJECTS:
             raise DataError(f"unknown MATH subject {subject!r}; choose from {MATH_TRAIN_SUBJECTS}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from gmc_grpo.configs import check_field_types
 from llm_runs.data import BENCHMARKS
 from llm_runs.eval_config import DTYPES, ENGINES, EvalConfig, read_config_file
 
@@ -50,17 +51,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=S, help="sampled temperature (1.0)")
     parser.add_argument("--top-p", dest="top_p", type=float, default=S, help="top-p (1.0)")
     parser.add_argument(
-        "--max-prompt-tokens", dest="max_prompt_tokens", type=int, default=S, help="(1024)"
+        "--max-prompt-tokens",
+        dest="max_prompt_tokens",
+        type=int,
+        default=S,
+        help="prompt truncation length in tokens (1024, Appendix B.1)",
     )
     parser.add_argument(
-        "--max-completion-tokens", dest="max_completion_tokens", type=int, default=S, help="(4096)"
+        "--max-completion-tokens",
+        dest="max_completion_tokens",
+        type=int,
+        default=S,
+        help="completion budget in tokens (4096, Appendix B.1)",
     )
     parser.add_argument(
-        "--truncation-side", dest="truncation_side", choices=("left", "right"), default=S
+        "--truncation-side",
+        dest="truncation_side",
+        choices=("left", "right"),
+        default=S,
+        help="which end of an over-long prompt is dropped (left: keeps the problem's end)",
     )
     parser.add_argument("--limit", type=int, default=S, help="first N problems per benchmark")
-    parser.add_argument("--batch-size", dest="batch_size", type=int, default=S, help="(64)")
-    parser.add_argument("--seed", type=int, default=S, help="(0)")
+    parser.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        default=S,
+        help="prompts per engine call (64); part of the sampling seed, so it changes the samples",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=S,
+        help="base sampling seed (0); chunk i of benchmark b samples with seed + 1000 b + i",
+    )
     parser.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -69,7 +93,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", default=S, help="HF engine device (default: cuda if available)")
     parser.add_argument(
-        "--gpu-memory-utilization", dest="gpu_memory_utilization", type=float, default=S
+        "--gpu-memory-utilization",
+        dest="gpu_memory_utilization",
+        type=float,
+        default=S,
+        help="vLLM's share of the accelerator memory (0.85)",
     )
     parser.add_argument(
         "--kv-cache-memory-bytes",
@@ -78,11 +106,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=S,
         help="vLLM KV-cache size (use on a CPU, e.g. 67108864)",
     )
-    parser.add_argument("--scorer-workers", dest="scorer_workers", type=int, default=S)
-    parser.add_argument("--scorer-timeout-s", dest="scorer_timeout_s", type=float, default=S)
-    parser.add_argument("--scorer-memory-mb", dest="scorer_memory_mb", type=int, default=S)
     parser.add_argument(
-        "--overwrite", action="store_true", default=S, help="replace an existing evaluation"
+        "--scorer-workers",
+        dest="scorer_workers",
+        type=int,
+        default=S,
+        help="answer-scoring processes (default: all cores)",
+    )
+    parser.add_argument(
+        "--scorer-timeout-s",
+        dest="scorer_timeout_s",
+        type=float,
+        default=S,
+        help="seconds allowed to compare one answer, then counted incorrect (5)",
+    )
+    parser.add_argument(
+        "--scorer-memory-mb",
+        dest="scorer_memory_mb",
+        type=int,
+        default=S,
+        help="address-space limit of each scoring process in MiB (2048; 0: none)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=S,
+        help="replace the evaluation in --out instead of continuing it",
     )
 
 
@@ -95,6 +144,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
     missing = [k for k in ("model", "out") if k not in values]
     if missing:
         raise ValueError(f"missing required option(s): {', '.join('--' + m for m in missing)}")
+    check_field_types(EvalConfig, values)
     return EvalConfig(**values)
 
 

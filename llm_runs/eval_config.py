@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.configs import check_field_types, read_json_config
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
@@ -158,19 +158,27 @@ class EvalConfig:
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
-    """EvalConfig fields from a TOML file (top level or an `[eval]` table) or a JSON object."""
+    """EvalConfig fields from a TOML file (top level or an `[eval]` table) or a JSON object;
+    every failure is one line naming the file (and the field)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
     if path.suffix == ".toml":
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+        if not path.is_file():
+            raise FileNotFoundError(f"config file {path} does not exist")
+        try:
+            data = tomllib.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise ValueError(f"config file {path} is not valid TOML: {err}") from None
         data = data.get("eval", data)
     else:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_config(path, "eval")
         data = data.get("config", data)  # accept a run's config.json
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path}: [eval] must be a table of EvalConfig fields")
     allowed = {f.name for f in fields(EvalConfig)}
     unknown = sorted(set(data) - allowed)
     if unknown:
-        raise ValueError(f"{path}: unknown EvalConfig fields {unknown}")
+        raise ValueError(
+            f"{path}: unknown EvalConfig fields {unknown}; valid fields: {sorted(allowed)}"
+        )
+    check_field_types(EvalConfig, data)
     return dict(data)

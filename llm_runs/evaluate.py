@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from gmc_grpo.records import (
     RunWriter,
     atomic_write_text,
-    read_json,
     read_jsonl,
+    read_run_config,
     to_json,
 )
 from llm_runs import prompts as prompt_lib
@@ -41,11 +41,16 @@ from llm_runs.data import BENCHMARKS, Problem, load_benchmark
 from llm_runs.eval_config import EvalConfig
 from llm_runs.metrics import PASS_AT_K, avg_at_n, macro_average, mean_pass_at_k
 from llm_runs.scoring import Scorer, extract_last_boxed
+from llm_runs.tiny import check_model_dir
 
 if TYPE_CHECKING:
     from llm_runs.engines.base import RolloutEngine, Sample, SamplingConfig
 
 MACRO = "macro"
+# how a refused fresh evaluation continues (records but no config.json in --out)
+EVAL_FRESH_HINT = (
+    "pass --overwrite to replace them, or choose another folder, e.g. --out {out}/eval"
+)
 
 # Config fields that change the numbers: a resumed run must agree on all of them. (`step` is not
 # one: rows are keyed by step, so several checkpoints of one run can share an output directory.)
@@ -217,19 +222,21 @@ def _progress(iterable, **kwargs):
     return tqdm(iterable, **kwargs)
 
 
-def _check_resumable(out: Path, config: EvalConfig) -> None:
-    """Stop if `out` holds an evaluation made with different settings (unless overwriting)."""
-    config_path = out / "config.json"
-    if not config_path.exists():
-        return
-    stored = read_json(config_path).get("config", {})
+def _check_resumable(out: Path, config: EvalConfig) -> bool:
+    """Whether the evaluation in `out` is continued (False: a new one is started there, or
+    `overwrite`). Stops if `out` holds an evaluation made with different settings (unless
+    overwriting), another kind of run, or records of a newer schema."""
+    payload = read_run_config(out)
+    if payload is None:
+        return False
+    stored = payload.get("config", {})
     if not {"benchmarks", "decodings", "model"} <= set(stored):
         raise ValueError(
             f"{out} is another kind of run directory (its config.json is not an evaluation's); "
             "write the evaluation elsewhere, e.g. --out " + str(out / "eval")
         )
     if config.overwrite:
-        return
+        return False
     mine = asdict(config)
     differing = [
         key for key in _RESUME_KEYS if key in stored and _plain(stored[key]) != _plain(mine[key])
@@ -240,6 +247,14 @@ def _check_resumable(out: Path, config: EvalConfig) -> None:
             f"{out} holds an evaluation with different settings ({detail}); pass --overwrite to "
             "replace it or choose another --out"
         )
+    return True
+
+
+def _rows_kept(out: Path, step: int | None) -> list[dict[str, Any]]:
+    """The rows of `out/evals.jsonl` a resumed evaluation keeps (this step's macro rows are
+    recomputed at the end)."""
+    rows = read_jsonl(out / "evals.jsonl")
+    return [r for r in rows if not (r.get("benchmark") == MACRO and r.get("step") == step)]
 
 
 def _plain(value: Any) -> Any:
@@ -377,20 +392,28 @@ def run_eval(
     """
     out = Path(config.out)
     model_dir, step = resolve_model(config.model, config.step)
-    _check_resumable(out, config)
-    if config.overwrite:
-        for name in ("evals.jsonl", "summary.json"):
-            (out / name).unlink(missing_ok=True)
-        shutil.rmtree(out / "outputs", ignore_errors=True)
-    previous = _drop_macro_rows(out, step) if out.exists() else []
+    resuming = _check_resumable(out, config)
+    previous = [] if config.overwrite else _rows_kept(out, step)
     done = done_keys(previous)
     todo = [(b, d) for b in config.benchmarks for d in config.decodings if (step, b, d) not in done]
-    # Load every benchmark still to do before any compute: a missing file stops the run here.
+    if todo and engine is None:
+        check_model_dir(model_dir)  # safetensors only, before anything is written
+    # Load every benchmark still to do before any compute or write: a missing file or a
+    # malformed row stops the run here, with the output folder as it was.
     pending = list(dict.fromkeys(b for b, _ in todo))
     problems = {b: load_benchmark(b, config.data_dir, config.limit) for b in pending}
     resolved = {**asdict(config), "model_dir": str(model_dir), "resolved_step": step}
     started = time.time()
-    with RunWriter(out, resolved, resume=True) as writer:
+    if resuming:
+        _drop_macro_rows(out, step)
+        writer = RunWriter.resume(out, resolved)
+    else:
+        if config.overwrite:
+            shutil.rmtree(out / "outputs", ignore_errors=True)
+        writer = RunWriter.fresh(
+            out, resolved, overwrite=config.overwrite, hint=EVAL_FRESH_HINT.format(out=out)
+        )
+    with writer:
         if todo:
             if tokenizer is None:
                 tokenizer = load_tokenizer(model_dir)

@@ -7,12 +7,11 @@ base; a suite such as `fixed_delay_qwen3_1p7b` is one file with one run per cell
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import check_field_names
+from gmc_grpo.configs import dataclass_from_dict, read_json_config
 from llm_runs.config import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -35,14 +34,22 @@ def recipe_path(recipe: str) -> Path:
 def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
     """The config values of a recipe (and of one of its runs)."""
     path = recipe_path(recipe)
-    data = json.loads(path.read_text())
-    values = dict(data.get("config", {}))
+    data = read_json_config(path, "recipe")
+    values = data.get("config", {})
     runs = data.get("runs", {})
+    if not isinstance(values, dict) or not isinstance(runs, dict):
+        raise ValueError(
+            f"recipe {path}: 'config' and 'runs' must be JSON objects (field -> value, run name "
+            "-> values)"
+        )
+    values = dict(values)
     if run is not None:
         if run not in runs:
             raise ValueError(
                 f"recipe {path.stem!r} has no run {run!r}; runs: {', '.join(runs) or '(none)'}"
             )
+        if not isinstance(runs[run], dict):
+            raise ValueError(f"recipe {path}: run {run!r} must be a JSON object of values")
         values.update(runs[run])
     elif runs and data.get("default_run") is not None:
         values.update(runs[data["default_run"]])
@@ -55,6 +62,6 @@ def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
 
 
 def config_from_values(values: Mapping[str, Any]) -> TrainConfig:
-    """`TrainConfig(**values)`; an unknown key is an error, a renamed one names its new name."""
-    check_field_names(TrainConfig, list(values))
-    return TrainConfig(**values)
+    """`TrainConfig(**values)`; an unknown key is an error, a renamed one names its new name, a
+    value of the wrong type names the field and the type it needs."""
+    return dataclass_from_dict(TrainConfig, {k: v for k, v in values.items()})

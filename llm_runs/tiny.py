@@ -181,6 +181,10 @@ def check_model_dir(model_dir: str | Path) -> Path:
             "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir)` writes "
             "model.safetensors"
         )
+    from gmc_grpo.checkpoints import check_safetensors_file
+
+    for weights in sorted(path.glob("*.safetensors")):
+        check_safetensors_file(weights)  # a pickle under a safetensors name is refused here
     return path
 
 

@@ -47,6 +47,7 @@ set `length_unit_tokens` to the result; every update logs its realised lag (`sta
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -56,11 +57,18 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.records import METRIC_NAMES, RunWriter, check_fresh_run_dir, read_jsonl
+from gmc_grpo.records import (
+    METRIC_NAMES,
+    RunWriter,
+    check_fresh_run_dir,
+    read_jsonl,
+    read_run_config,
+)
+from gmc_grpo.resume import ResumeRequest, check_resume_config
 from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule
 from llm_runs import checkpoint as ckpt
-from llm_runs.config import TrainConfig
+from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
 from llm_runs.models import initial_model_dir, load_policy, resolve_placement
@@ -85,35 +93,79 @@ class Trainer:
         engine_factory: Callable[[Path], Any] | None = None,
         reward_fn: RewardFn | None = None,
         notice: Callable[[str], None] | None = None,
+        request: ResumeRequest | None = None,
     ) -> None:
         self.config = config
         self.out = Path(config.out)
         self.engine_factory = engine_factory
         self.reward_fn = reward_fn
         self.notice = notice or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.request = request or ResumeRequest()
         self.resume_from: Path | None = None
+        # config changes a resume accepted, `{field: (old, new)}` (written into the history)
+        self.resume_changes: dict[str, tuple[Any, Any]] = {}
         if config.resume:
-            self.resume_from = ckpt.latest_checkpoint(self.out)
-            if self.resume_from is None:
-                raise FileNotFoundError(
-                    f"resume=True but {self.out / ckpt.CHECKPOINT_DIR} holds no checkpoint; "
-                    "start without --resume"
-                )
+            self.resume_from, self.resume_changes = self._check_resume()
         else:
+            if self.request.asked:
+                raise ValueError(
+                    "--extend-to and --allow-config-change continue a run: add --resume"
+                )
             check_fresh_run_dir(self.out)  # a fresh run erases records: refuse
             if ckpt.list_checkpoints(self.out):
                 raise ValueError(
                     f"{self.out} already holds checkpoints of an earlier run: pass --resume to "
                     "continue it, or choose another --out"
                 )
-            if config.model is not None:
-                from llm_runs.tiny import check_model_dir
+        if config.model is not None and self.resume_from is None:
+            from llm_runs.tiny import check_model_dir
 
-                check_model_dir(config.model)
+            check_model_dir(config.model)
         self.placement = resolve_placement(config)
         self.task = Task(config)
         self.train_problems, self.eval_sets = self.task.load_problems()
         self.sinks = MetricSinks(config)
+
+    def _check_resume(self) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
+        """The checkpoint to continue from (None: restart the run from step 0, e.g. when it was
+        killed before its first checkpoint) and the config changes accepted; refuses a config
+        that differs from the run's (`gmc_grpo.resume`, `RESUME_FREE_FIELDS`)."""
+        payload = read_run_config(self.out)  # refuses a newer record schema, saying what differs
+        checkpoint = ckpt.latest_checkpoint(self.out)
+        if payload is None:
+            raise FileNotFoundError(
+                f"resume=True but {self.out} holds no checkpoint and no run (config.json is "
+                "missing): start without --resume, or point --out at the run's folder"
+            )
+        fields = [f.name for f in dataclasses.fields(TrainConfig)]
+        old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
+        if old is None:  # checkpoints of older versions: the run's config.json
+            stored = payload.get("config")
+            if not isinstance(stored, dict) or "rollout_prompts" not in stored:
+                raise ValueError(
+                    f"{self.out} holds another kind of run (its config.json is not an `llm "
+                    "train` config): choose another --out"
+                )
+            old = {k: v for k, v in stored.items() if k in fields}
+            if "resolved_learner_device" not in stored:
+                # written before the resolved placement had keys of its own: it overwrote these
+                for key in ("learner_device", "engine_device", "learner_dtype"):
+                    old.pop(key, None)
+        changes = check_resume_config(
+            old,
+            dataclasses.asdict(self.config),
+            free=RESUME_FREE_FIELDS,
+            request=self.request,
+            where=str(self.out),
+            defaults={f.name: f.default for f in dataclasses.fields(TrainConfig)},
+            fields=fields,
+        )
+        if checkpoint is None:
+            self.notice(
+                f"{self.out} holds no checkpoint yet: the run restarts from step 0 (its earlier "
+                "rows are dropped; config.json keeps the history)"
+            )
+        return checkpoint, changes
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -164,7 +216,7 @@ class Trainer:
         self.step, launches = 0, 0
         if state is not None:
             optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
+            rebuild_lr_schedule(optimizer, scheduler, state["scheduler"], config.lr)
             self.schedule.load_state_dict(state["schedule"])
             if self.learner.method_state is not None:
                 device = placement.learner_device
@@ -201,7 +253,9 @@ class Trainer:
     def _make_schedule(self) -> Any:
         config = self.config
         if config.schedule == "fixed_delay":
-            return FixedDelaySchedule(config.delay)
+            # `delay` counts learner updates; the FIFO holds rollout batches of `inner_steps`
+            # updates each (TrainConfig checks that `delay` is a multiple of `inner_steps`)
+            return FixedDelaySchedule(config.delay // config.inner_steps)
         if config.schedule == "length_coupled":
             return LengthCoupledSchedule(
                 self._length_of,
@@ -286,6 +340,7 @@ class Trainer:
             method_state=None if state is None else state.state_dict(),
             counters={"launches": self.rollouts.launches},
             keep=self.config.keep_checkpoints,
+            config=dataclasses.asdict(self.config),
         )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -297,16 +352,28 @@ class Trainer:
         self._setup()
         resolved = {
             **asdict(config),
+            # what "auto" resolved to (the config's own values stay as given: a resume compares
+            # them with its own)
             "optimizer_used": self.optimizer_name,
-            "learner_device": str(self.placement.learner_device),
-            "engine_device": str(self.placement.engine_device),
-            "learner_dtype": str(self.placement.learner_dtype),
+            "resolved_learner_device": str(self.placement.learner_device),
+            "resolved_engine_device": str(self.placement.engine_device),
+            "resolved_learner_dtype": str(self.placement.learner_dtype),
             "reward_fn": getattr(self.reward_fn, "__qualname__", None),
             "metric_names": METRIC_NAMES,
         }
-        writer = RunWriter(
-            self.out, resolved, resume=self.resume_from is not None, keep_steps_below=self.step
-        )
+        if config.resume:
+            segment: dict[str, Any] = {
+                "config_changes": {k: [a, b] for k, (a, b) in self.resume_changes.items()},
+                "resumed_from_step": self.step,
+            }
+            if self.request.asked:
+                segment["request"] = self.request.as_record()
+            (self.out / "summary.json").unlink(missing_ok=True)
+            writer = RunWriter.resume(
+                self.out, resolved, keep_steps_below=self.step, segment=segment
+            )
+        else:
+            writer = RunWriter.fresh(self.out, resolved)
         progress = None
         if config.progress:
             from tqdm.auto import tqdm
@@ -371,6 +438,31 @@ class Trainer:
         }
 
 
+def rebuild_lr_schedule(
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LambdaLR,
+    saved: dict[str, Any],
+    peak_lr: float,
+) -> None:
+    """Restore a checkpoint's learning-rate scheduler with the schedule of the current config.
+
+    `LambdaLR.state_dict()` stores the `CosineWithWarmup` settings (`total_steps`, warm-up) of
+    the run that wrote it; loading them would keep the old horizon, past which the rate is 0
+    (what an extended run would train with). Only the step counter is taken from the
+    checkpoint; the factor is `scheduler`'s own (built from this config), the peak `peak_lr`,
+    and the optimizer's rate is recomputed for the next update.
+    """
+    state = {**saved, "lr_lambdas": [None] * len(scheduler.lr_lambdas)}
+    state["base_lrs"] = [peak_lr] * len(optimizer.param_groups)
+    scheduler.load_state_dict(state)
+    rates = []
+    for group, factor in zip(optimizer.param_groups, scheduler.lr_lambdas, strict=True):
+        group["initial_lr"] = peak_lr
+        group["lr"] = peak_lr * factor(scheduler.last_epoch)
+        rates.append(group["lr"])
+    scheduler._last_lr = rates  # what get_last_lr() reports
+
+
 def train(
     config: TrainConfig,
     *,
@@ -378,7 +470,14 @@ def train(
     reward_fn: RewardFn | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
     notice: Callable[[str], None] | None = None,
+    request: ResumeRequest | None = None,
 ) -> dict[str, Any]:
     """Run one training job; return its summary (see `Trainer`)."""
-    trainer = Trainer(config, engine_factory=engine_factory, reward_fn=reward_fn, notice=notice)
+    trainer = Trainer(
+        config,
+        engine_factory=engine_factory,
+        reward_fn=reward_fn,
+        notice=notice,
+        request=request,
+    )
     return trainer.run(on_step)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.configs import read_json_config
 from llm_runs.config import TrainConfig
 from llm_runs.engines.factory import ENGINES
 from llm_runs.recipes import config_from_values, load_recipe
@@ -31,6 +32,7 @@ EPILOG = """examples:
   gmc-grpo llm train --recipe fixed_delay_qwen3_1p7b --run gmc_d128 \\
       --model models/Qwen3-1.7B-Base --data-dir data/ --out runs/gmc_d128
   gmc-grpo llm train --out runs/gmc_d128 --resume ...    # continue from the newest checkpoint
+  gmc-grpo llm train --out runs/gmc_d128 --extend-to 1200 ...  # train a finished run further
   gmc-grpo llm train --recipe tiny --set lr=3e-4 --set total_steps=50
 """
 
@@ -45,11 +47,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method", help="a registered method: grpo, tic, gmc, vcpo, gac, a3po, is, or your own"
     )
-    parser.add_argument("--delay", type=int, help="fixed delay D (learner updates)")
+    parser.add_argument(
+        "--delay",
+        type=int,
+        help="fixed delay D in learner updates: a rollout batch is first used D updates after "
+        "the policy that generated it (with inner_steps > 1 its later minibatches D+1, ...); "
+        "a multiple of inner_steps, smaller than the total updates",
+    )
     parser.add_argument("--steps", type=int, help="total optimizer updates")
-    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--seed", type=int, help="seed of the data order, the rollouts and the warm-up"
+    )
     parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
-    parser.add_argument("--resume", action="store_true", help="continue from the newest checkpoint")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its newest checkpoint; its config must be the "
+        "run's (output, logging, checkpoint and evaluation cadence may change)",
+    )
+    parser.add_argument(
+        "--extend-to",
+        type=int,
+        metavar="N",
+        help="continue the run in --out to N updates in all (N > its total_steps; implies "
+        "--resume): the learning rate follows the warm-up + cosine schedule of an N-update run "
+        "from the resume step on (not the old one, which is 0 past its end); recorded in the "
+        "run's history",
+    )
+    parser.add_argument(
+        "--allow-config-change",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="with --resume: accept a changed TrainConfig FIELD (repeatable; e.g. "
+        "learner_device when moving a run to other hardware); recorded in the run's history",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--set",
@@ -67,10 +99,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     elif args.run:
         raise ValueError("--run needs --recipe")
     if args.config:
-        path = Path(args.config)
-        if not path.is_file():
-            raise FileNotFoundError(f"--config {str(path)!r} does not exist")
-        data = json.loads(path.read_text())
+        data = read_json_config(args.config, "--config (TrainConfig)")
         values.update(data["config"] if isinstance(data.get("config"), dict) else data)
     flags = {
         "out": args.out,
@@ -85,8 +114,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.model is not None:
         values["tiny_model"] = None
-    if args.resume:
+    if args.resume or args.extend_to is not None:
         values["resume"] = True
+    if args.extend_to is not None:
+        values["total_steps"] = args.extend_to
     if args.no_progress:
         values["progress"] = False
     for item in args.set:
@@ -108,10 +139,12 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmc_grpo.resume import ResumeRequest
     from llm_runs.train import train
 
+    request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
     config = config_from_args(args)
-    summary = train(config)
+    summary = train(config, request=request)
     print(json.dumps(summary, indent=1))
     return 0
 

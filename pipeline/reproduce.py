@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 
 
@@ -363,7 +364,8 @@ def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `gmc-grpo reproduce`."""
     parser = argparse.ArgumentParser(
         prog="gmc-grpo reproduce",
         description="Run every CPU stage on its embedded defaults and write REPORT.md. "
@@ -373,13 +375,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results", help="output directory (default: results)")
     parser.add_argument("--only", nargs="+", metavar="STAGE", help="run only these stages")
     parser.add_argument("--force", action="store_true", help="rerun stages that already finished")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     known = {s.name for s in STAGES}
     if args.only and not set(args.only) <= known:
         parser.error(
             f"--only: unknown stage(s) {sorted(set(args.only) - known)}; choose from {sorted(known)}"
         )
+    return run_reported("gmc-grpo reproduce", lambda: _reproduce(args))
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """Run the stages `args` asks for and write the report; returns the exit status."""
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file: choose a folder for the results")
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for stage in STAGES:

@@ -13,7 +13,7 @@ EPILOG = """examples:
   gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
   gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
-  gmc-grpo theory --runs runs/toy_train_bounds_quick   # + the bounds beside toy-run measurements
+  gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
 
 verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
 something else, no counterexample) | not checkable here. Only the paper's claims are counted;
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
     if any(e <= 0 for e in args.eps):
-        print(f"error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
+        print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
     from theory.claims import claims_markdown, evaluate_claims, summary_by_section
 

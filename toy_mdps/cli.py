@@ -4,7 +4,8 @@ Each subcommand is a module with `HELP`, `add_arguments(parser)` and
 `run(args, draw_figures=None) -> exit code`: `sweep` (`toy_mdps.sweep.cli`) and `train`
 (`toy_mdps.train.cli`). `draw_figures(kind, run_dir)` is the figure step: this track imports no
 `figures`, so `gmc-grpo toy` (`pipeline.toy`) passes one; `python -m toy_mdps.cli` draws none.
-A bad config or flag exits with status 2 and one line naming the field.
+A bad config or flag exits with status 2 and one line naming the field; a refused write (full
+disk, unwritable folder) with status 1 and one line (`gmc_grpo.errors`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from gmc_grpo.errors import run_reported
 
 # subcommand -> module with HELP, add_arguments(parser), run(args, draw_figures)
 COMMANDS: dict[str, str] = {"sweep": "toy_mdps.sweep.cli", "train": "toy_mdps.train.cli"}
@@ -25,7 +28,8 @@ EPILOG = """examples:
   gmc-grpo toy sweep --quick --methods gmc,tic --group-sizes 2,8,32,128
   gmc-grpo toy train --quick
   gmc-grpo toy train --experiment delay_full
-  gmc-grpo toy train --method gmc --delay 32 --seeds 5"""
+  gmc-grpo toy train --method gmc --delay 32 --seeds 0,1,2,3,4
+  gmc-grpo toy train --method gmc --delay 32 --seeds 0,1,2,3,4 --extend-to 400"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +55,9 @@ def main(argv: list[str] | None = None, *, draw_figures: DrawFigures | None = No
         parser.print_help()
         return 0
     module = importlib.import_module(COMMANDS[args.command])
+    prog = f"gmc-grpo toy {args.command}"
     try:
-        return int(module.run(args, draw_figures))
+        return run_reported(prog, lambda: int(module.run(args, draw_figures)))
     except SystemExit as stop:
         if isinstance(stop.code, str):  # a one-line error from the command
             print(stop.code, file=sys.stderr)

@@ -76,6 +76,53 @@ def make_mdp(config: Any) -> TokenMDP:
     )
 
 
-def read_toy_config(path: str | Path, what: str, pattern: str = "*.json") -> dict[str, Any]:
-    """A JSON config file; a missing one names the shipped configs of `toy_mdps/configs/`."""
-    return read_json_config(path, what, CONFIG_DIR, pattern)
+# what each kind of toy config file is run with (`kind` of `read_toy_config`)
+CONFIG_COMMANDS = {
+    "sweep": "gmc-grpo toy sweep --config FILE",
+    "experiment": "gmc-grpo toy train --config FILE",
+    "run": "TrainConfig.from_file (a single run; on the command line, flags)",
+}
+# shipped file names of each kind (sweeps: every other `*.json`)
+_SHIPPED_EXPERIMENTS = "train_*.json"
+
+
+def config_kind(data: dict[str, Any]) -> str:
+    """`"experiment"` (an `ExperimentConfig`: `base`/`grid`/`zip`, or a `kind` naming an
+    analysis), `"run"` (bare `TrainConfig` fields such as `method`) or `"sweep"`."""
+    kind = data.get("kind")
+    if kind == "sweep":
+        return "sweep"
+    if kind is not None or {"base", "grid", "zip"} & set(data):
+        return "experiment"
+    if {"method", "delay", "total_steps", "schedule"} & set(data):
+        return "run"
+    return "sweep"
+
+
+def read_toy_config(path: str | Path, what: str) -> dict[str, Any]:
+    """A toy config file of kind `what` (`"sweep"`, `"experiment"` or `"run"`), as a dict.
+
+    A missing file names the shipped configs of that kind (`toy_mdps/configs/`); a file of the
+    other kind names the command that runs it; a bare `TrainConfig` (single-run fields) says to
+    put them under an experiment's `base`.
+    """
+    experiment = what != "sweep"
+    data = read_json_config(
+        path,
+        what,
+        CONFIG_DIR,
+        _SHIPPED_EXPERIMENTS if experiment else "*.json",
+        exclude=None if experiment else _SHIPPED_EXPERIMENTS,
+    )
+    kind = config_kind(data)
+    if kind == what:
+        return data
+    if kind == "run" and what == "experiment":
+        raise ValueError(
+            f"{path} holds the fields of one toy training run; an experiment config puts them "
+            'under "base" (with "grid"/"zip" lists), or pass them as flags '
+            "(gmc-grpo toy train --method gmc --delay 8 ...)"
+        )
+    raise ValueError(
+        f"{path} is a toy {kind} config, not a toy {what} config: run it with {CONFIG_COMMANDS[kind]}"
+    )

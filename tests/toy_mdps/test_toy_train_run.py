@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gmc_grpo.checkpoints import list_checkpoints
 from gmc_grpo.records import METRIC_NAMES, read_json, read_jsonl
 from gmc_grpo.stats import t_interval
 from pipeline.toy import draw_figures
@@ -61,14 +62,14 @@ def test_killed_run_resumes_to_identical_records(
     assert full is not None
     killed = tmp_path / "killed"
     assert train(cfg, killed, stop_after=10) is None  # killed after step 10, checkpoint at 8
-    assert (killed / "checkpoint.pt").exists()
+    assert sorted(list_checkpoints(killed)) == [8]
     assert not (killed / "summary.json").exists()
     with open(killed / "metrics.jsonl", "a") as handle:
         handle.write('{"step": 10, "seed": 0, "policy/obj')  # torn line of the kill
     resumed = train(cfg, killed)
     assert _lines(killed) == _lines(tmp_path / "full")
     assert resumed == full
-    assert not (killed / "checkpoint.pt").exists()
+    assert sorted(list_checkpoints(killed)) == [12]  # the final one stays (for --extend-to)
     # a finished run is reused, not recomputed
     assert train(cfg, killed) == full
 
@@ -84,7 +85,7 @@ def test_records_have_one_row_per_step_per_seed_with_namespaced_metrics(tmp_path
     conv = sum(r["policy/grad_norm_sq"] for r in rows if r["seed"] == 3) / 5
     assert summary["per_seed"]["3"]["convergence_metric"] == pytest.approx(conv, rel=1e-12)
     assert summary["per_seed"]["7"]["lag_tau4"] == pytest.approx((0 + 1 + 16 * 3) / 5)
-    with pytest.raises(ValueError, match="different config"):
+    with pytest.raises(ValueError, match='method: "tic" -> "gmc"'):
         train(TrainConfig(**TINY, method="gmc", total_steps=5, seeds=[3, 7]), tmp_path)
 
 
@@ -294,9 +295,12 @@ def test_quick_sizes_shrink_a_grid_and_keep_its_ratios() -> None:
     assert quick.zip["lr"] == full.zip["lr"]
     assert quick.base["seeds"] == [0, 1, 2, 3, 4]
     assert (quick.base["num_prompts"], quick.base["max_length"]) == (4, 5)
-    assert quick.grid == full.grid
+    # delays by the same factor 16/3: D/N kept, so D = 64 stays below N = 19 (12 < 19)
+    assert quick.grid == {**full.grid, "delay": [1, 3, 12]}
     delay = ExperimentConfig.from_file(shipped_experiment("delay_full")).quick_sizes()
     assert delay.base["total_steps"] == 150 and delay.base["checkpoint_every"] == 151
+    # 400 -> 150 steps: factor 8/3, delays 0, 8, 16, 32, 64, 128 -> 0, 3, 6, 12, 24, 48
+    assert delay.grid["delay"] == [0, 3, 6, 12, 24, 48]
 
 
 def test_experiment_config_errors() -> None:
@@ -356,15 +360,17 @@ def test_cli_run_single_and_experiment(tmp_path: Path, capsys: pytest.CaptureFix
         + ["--out", str(tmp_path / "seeded"), "--no-progress", "--no-figures"]
     )
     assert train_cli.run(args) == 0
-    config = read_json(tmp_path / "seeded" / "experiment.json")
+    config = read_json(tmp_path / "seeded" / "cli_exp_quick" / "experiment.json")
     assert config["name"] == "cli_exp_quick"
     assert {k: config["base"][k] for k in ("mdp_seed", "init_seed", "run_seed")} == {
         "mdp_seed": 3,
         "init_seed": 4,
         "run_seed": 5,
     }
-    run = read_json(tmp_path / "seeded" / "method=gmc_group_size=2" / "config.json")["config"]
+    run = read_json(
+        tmp_path / "seeded" / "cli_exp_quick" / "method=gmc_group_size=2" / "config.json"
+    )["config"]
     assert (run["mdp_seed"], run["init_seed"], run["run_seed"]) == (3, 4, 5)
     bad = parser.parse_args(["--method", "ppo", "--out", str(tmp_path / "bad")])
-    with pytest.raises(SystemExit, match="TrainConfig.method='ppo'"):
+    with pytest.raises(ValueError, match="TrainConfig.method='ppo'"):
         train_cli.run(bad)

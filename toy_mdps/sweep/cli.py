@@ -8,6 +8,7 @@ callback when one is given (`pipeline.toy`; this track imports no `figures`).
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, default=None, help="run directory (default: runs/toy_sweep_<name>)"
     )
-    parser.add_argument("--fresh", action="store_true", help="discard rows already in --out")
+    parser.add_argument(
+        "--fresh", action="store_true", help="start over, erasing the rows already in --out"
+    )
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -85,18 +88,15 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     if args.config and args.full:
         raise SystemExit("gmc-grpo toy sweep: give at most one of --config, --full")
     path = args.config or shipped_config("full" if args.full else "quick")
-    try:
-        loaded = SweepConfig.from_file(path)
-        base = (loaded.quick_sizes() if args.quick else loaded).to_dict()
-        for flag, (name, _, _) in _OVERRIDES.items():
-            value = getattr(args, flag.lstrip("-").replace("-", "_"))
-            if value is not None:
-                base[name] = value
-        if args.no_figures:
-            base["figures"] = False
-        config = SweepConfig.from_dict(base)
-    except (ValueError, FileNotFoundError) as err:
-        raise SystemExit(f"gmc-grpo toy sweep: {err}") from None
+    loaded = SweepConfig.from_file(path)
+    base = (loaded.quick_sizes() if args.quick else loaded).to_dict()
+    for flag, (name, _, _) in _OVERRIDES.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            base[name] = value
+    if args.no_figures:
+        base["figures"] = False
+    config = SweepConfig.from_dict(base)
     out = args.out or Path("runs") / f"toy_sweep_{config.name}"
 
     import torch
@@ -106,11 +106,10 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     from gmc_grpo.records import read_json
     from toy_mdps.sweep.run import run_sweep
 
-    try:
-        run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress)
-    except ValueError as err:
-        raise SystemExit(f"gmc-grpo toy sweep: {err}") from None
+    run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress)
     if draw_figures is not None and config.figures:
+        if not args.no_progress:
+            print(f"drawing the figures into {out}/figures (PNG and PDF) ...", file=sys.stderr)
         draw_figures("sweep", out)
     summary = read_json(out / "summary.json")
     print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_rows']} rows)")

@@ -23,7 +23,14 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from toy_mdps.problem import CONFIG_DIR, ProblemFields, check_problem_fields, read_toy_config
+from toy_mdps.problem import (
+    CONFIG_COMMANDS,
+    CONFIG_DIR,
+    ProblemFields,
+    check_problem_fields,
+    config_kind,
+    read_toy_config,
+)
 
 BEHAVIOR_MODES = ("trajectory", "direct")
 DIRECTIONS = ("random", "suppress")
@@ -178,10 +185,10 @@ class SweepConfig(ProblemFields):
     def from_dict(cls, data: dict[str, Any]) -> SweepConfig:
         """Build from a dict, rejecting unknown keys (keys starting with `_` are comments; a
         `kind` key, used by the other configs of `toy_mdps/configs/`, must be `"sweep"`)."""
-        kind = data.get("kind")
-        if kind is not None and kind != "sweep":
+        if config_kind(data) != "sweep":
             raise ValueError(
-                f"this is a {kind!r} config, not a sweep config (run it with `gmc-grpo toy {kind}`)"
+                f"these are the fields of a toy training config (kind {data.get('kind')!r}), not "
+                f"of a sweep: run them with {CONFIG_COMMANDS['experiment']}"
             )
         return dataclass_from_dict(cls, data, ignore=("kind",))
 

@@ -3,7 +3,7 @@
 Grid: `seed x staleness x G` cells; in each cell one set of `M` minibatches is drawn from the
 behavior policy and shared by every method and `eps` (common random numbers), then one row per
 `(method, eps)` is appended to `metrics.jsonl` of the run directory (flushed per line). A killed
-sweep restarted on the same directory skips the rows already written (`RunWriter(resume=True)`)
+sweep restarted on the same directory skips the rows already written (`RunWriter.resume`)
 and continues; each cell's samples are drawn from a generator seeded by `(seed, staleness index,
 G)`, so a resumed sweep reproduces the rows an uninterrupted one would have written. At the end
 `results.csv` (one row per grid point, the columns of `TABLE_COLUMNS`) and `summary.json` (the
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,14 @@ import torch
 
 from gmc_grpo.defaults import PAPER_CAP_EPS, SEED_STRIDE
 from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
-from gmc_grpo.records import RunWriter, atomic_write_text, read_json, read_jsonl
+from gmc_grpo.records import (
+    RecordsExistError,
+    RunWriter,
+    atomic_write_text,
+    read_jsonl,
+    read_run_config,
+)
+from gmc_grpo.resume import ResumeConfigError, config_differences
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
 from toy_mdps.exact import (
     coverage_constant,
@@ -45,6 +53,11 @@ from toy_mdps.problem import make_mdp
 from toy_mdps.statistics import advantage_kind, chunked_estimates, sample_groups, summarise
 from toy_mdps.sweep.analysis import summarise_sweep
 from toy_mdps.sweep.config import SweepConfig
+
+# `SweepConfig` fields a resumed sweep may change (drawing only); any other change is refused
+RESUME_FREE_FIELDS = ("figures",)
+# how a refused fresh start continues, in the messages of this command
+FRESH_HINT = "rerun it with its config to continue it, pass --fresh to start over, or choose --out"
 
 # Every column of the results table, with its meaning (namespaced like gmc_grpo.records).
 TABLE_COLUMNS: dict[str, str] = {
@@ -191,7 +204,9 @@ def run_sweep(
     """Run (or resume) the sweep in `run_dir`; returns all rows of the results table.
 
     `fresh=True` discards rows already in `run_dir`. Resuming a directory written with a
-    different config is refused (the message says which fields differ).
+    different config is refused (the message names each differing field with its old and new
+    value; only `RESUME_FREE_FIELDS` may change); a folder that holds records but no sweep
+    config is refused too.
     """
     from tqdm import tqdm
 
@@ -202,25 +217,35 @@ def run_sweep(
     removed_mass_denominator = {"gmc": gmc_denominator, "tic": c_eps}
 
     run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
-    if config_path.exists() and not fresh:
-        previous = read_json(config_path).get("config", {})
-        if previous != config.to_dict():
-            diff = sorted(
-                k
-                for k in set(previous) | set(config.to_dict())
-                if previous.get(k) != config.to_dict().get(k)
+    payload = None if fresh else read_run_config(run_dir)
+    if payload is not None:
+        previous = payload.get("config")
+        if not isinstance(previous, dict) or "num_minibatches" not in previous:
+            raise RecordsExistError(
+                f"{run_dir} holds another kind of run (its config.json is not a sweep's): "
+                "choose another --out"
             )
-            raise ValueError(
-                f"{run_dir} holds a sweep with a different config (fields {diff}); "
-                "pass --fresh to overwrite it or choose another --out"
+        changes = config_differences(previous, config.to_dict(), SweepConfig().to_dict())
+        refused = {k: v for k, v in changes.items() if k not in RESUME_FREE_FIELDS}
+        if refused:
+            detail = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
+            raise ResumeConfigError(
+                f"{run_dir} holds a sweep with another config ({detail}): rerun it with its "
+                "config to continue it, pass --fresh to start over (erases its rows), or choose "
+                "another --out"
             )
-    rows = [] if fresh else read_jsonl(run_dir / "metrics.jsonl")  # skips a torn last line
-    # keep_steps_below rewrites metrics.jsonl without the torn line a killed run may have left
-    # (appending after it would corrupt the file); rows carry step = 0..n-1.
-    writer = RunWriter(
-        run_dir, config.to_dict(), resume=not fresh, keep_steps_below=None if fresh else len(rows)
-    )
+        rows = read_jsonl(run_dir / "metrics.jsonl")  # skips a torn last line
+        # keep_steps_below rewrites metrics.jsonl without the torn line a killed run may have
+        # left (appending after it would corrupt the file); rows carry step = 0..n-1.
+        writer = RunWriter.resume(
+            run_dir,
+            config.to_dict(),
+            keep_steps_below=len(rows),
+            segment={"config_changes": {k: [a, b] for k, (a, b) in changes.items()}},
+        )
+    else:
+        rows = []
+        writer = RunWriter.fresh(run_dir, config.to_dict(), overwrite=fresh, hint=FRESH_HINT)
     done = {row_key(r) for r in rows}
     points = list(grid_points(config))
     todo = [p for p in points if (p[4], float(p[2]), p[5], p[3], p[0]) not in done]
@@ -364,6 +389,13 @@ def run_sweep(
             step += 1
             bar.update(1)
         bar.close()
+        if progress:
+            print(
+                f"writing {run_dir}/results.csv and the checks of the paper's chain "
+                "(summary.json) ...",
+                file=sys.stderr,
+                flush=True,
+            )
         rows = read_jsonl(run_dir / "metrics.jsonl")
         write_table(rows, run_dir / "results.csv")
         writer.write_summary(summarise_sweep(rows, config))

@@ -2,12 +2,16 @@
 
 Registered in `toy_mdps.cli.COMMANDS`.
 
-- `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`): a grid of runs, e.g.
-  `delay_quick`, `delay_full`, `group_quick`, `length_quick`, `eps_quick` (files
-  `toy_mdps/configs/train_<NAME>.json`); output `runs/toy_train_<name>/`.
+- `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`, or `--quick` for the
+  four quick ones): a grid of runs, e.g. `delay_quick`, `delay_full`, `group_quick`,
+  `length_quick`, `eps_quick` (files `toy_mdps/configs/train_<NAME>.json`); each experiment
+  writes `<out>/<name>/` (default `--out runs/toy_train`), whichever flag chose it.
 - otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`);
-  output `runs/toy_train_<method>_D<delay>/` (one `metrics.jsonl` row per step per seed).
-A directory that already holds the same run or experiment is resumed (`--fresh` starts over).
+  output `--out`, default `runs/toy_train/<method>_D<delay>/` (one `metrics.jsonl` row per step
+  per seed).
+A directory that already holds the same run or experiment is resumed (`--fresh` starts over);
+one that holds a run of another config is refused, naming the fields (`--extend-to N` and
+`--allow-config-change FIELD` change a run on purpose; `toy_mdps.train.run`).
 An experiment's figures are drawn by the `draw_figures` callback when one is given (the
 `gmc-grpo` command passes `pipeline.toy.draw_figures`; this track imports no `figures`).
 """
@@ -83,10 +87,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="all quick experiments (the `make reproduce` set), one after another; with "
         "--experiment or --config: that experiment at the quick sizes (ExperimentConfig."
-        "quick_sizes: at most 5 seeds, K <= 4 prompts, T <= 5, at most 150 steps)",
+        "quick_sizes: at most 5 seeds, K <= 4 prompts, T <= 5, at most 150 steps, delays scaled "
+        "with the steps)",
     )
-    parser.add_argument("--out", type=Path, default=None, help="output directory")
-    parser.add_argument("--fresh", action="store_true", help="start over instead of resuming")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="single run: its directory (default runs/toy_train/<method>_D<delay>); "
+        "experiments: the folder of their directories <out>/<name>/ (default runs/toy_train)",
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="start over, erasing the records in --out"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="single run: continue the run in --out and fail if there is none (a run with the "
+        "same config is continued without it too)",
+    )
+    parser.add_argument(
+        "--extend-to",
+        type=int,
+        default=None,
+        metavar="N",
+        help="single run: continue the run in --out to N updates in all (N > its total_steps); "
+        "the step size follows the warm-up + cosine schedule of an N-update run from the resume "
+        "step on; recorded in the run's history",
+    )
+    parser.add_argument(
+        "--allow-config-change",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="single run: let a resumed run continue with a changed TrainConfig FIELD "
+        "(repeatable; recorded in the run's history); without it a change is refused",
+    )
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -96,78 +132,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
-    import torch
-
+    from gmc_grpo.resume import ResumeRequest
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
         ExperimentConfig,
         TrainConfig,
         shipped_experiment,
     )
-    from toy_mdps.train.run import run_experiment, train
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     if args.experiment and args.config:
         raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config")
+    chosen = bool(args.experiment or args.config or args.quick)
     overrides = {
         name: getattr(args, flag.lstrip("-").replace("-", "_"))
         for flag, (name, _, _) in _RUN_FLAGS.items()
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if args.experiment or args.config or args.quick:
+    if chosen:
+        if args.resume or args.extend_to is not None or args.allow_config_change:
+            raise ValueError(
+                "--resume, --extend-to and --allow-config-change apply to a single run (an "
+                "experiment resumes by itself): pass the run's folder as --out with its flags"
+            )
         alone = args.quick and not (args.experiment or args.config)
-        names = list(QUICK_EXPERIMENTS) if alone else [None]
-        root = args.out
-        for name in names:
-            try:
-                path = (
-                    args.config
-                    if args.config
-                    else shipped_experiment(name if name is not None else args.experiment)
+        names = list(QUICK_EXPERIMENTS) if alone else [args.experiment]
+        configs = []
+        for name in names:  # every config is read and checked before any compute
+            path = args.config if args.config else shipped_experiment(name)
+            config = ExperimentConfig.from_file(path)
+            if args.quick and not alone:
+                config = config.quick_sizes()
+            if overrides:
+                config = ExperimentConfig.from_dict(
+                    {**config.to_dict(), "base": {**config.base, **overrides}}
                 )
-                config = ExperimentConfig.from_file(path)
-                if args.quick and not alone:
-                    config = config.quick_sizes()
-                if overrides:
-                    config = ExperimentConfig.from_dict(
-                        {**config.to_dict(), "base": {**config.base, **overrides}}
-                    )
-            except (ValueError, FileNotFoundError) as err:
-                raise SystemExit(f"gmc-grpo toy train: {err}") from None
-            if alone:
-                out = (root or Path("runs") / "toy_train") / config.name
-            else:
-                out = root or Path("runs") / f"toy_train_{config.name}"
-            summary = run_experiment(config, out, fresh=args.fresh, progress=not args.no_progress)
-            if draw_figures is not None and config.figures and not args.no_figures:
-                draw_figures("experiment", out)
-            print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")
-            for claim in summary.get("orderings", []):
-                print(f"  {claim['claim']}: {claim['verdict']}  ({claim['detail']})")
-            fit = summary.get("eps_star", {})
-            if "tau4_exponent" in fit:
-                print(
-                    f"  eps* ~ tau4^{fit['tau4_exponent']:.3f} N^{fit['n_exponent']:.3f} "
-                    f"(fit on {fit['num_cells']} interior cells; paper: tau4^0.143 N^-0.214)"
-                )
-            for cell in fit.get("table", []):
-                test = cell["by_convergence"].get("interior_test")
-                if test:
-                    print(
-                        f"  N={cell['total_steps']} D={cell['delay']}: best eps "
-                        f"{test['best_eps']:g}, interior optimum: {test['verdict']}"
-                    )
-        return 0
-    try:
-        config = TrainConfig.from_dict(overrides)
-    except ValueError as err:
-        raise SystemExit(f"gmc-grpo toy train: {err}") from None
-    out = args.out or Path("runs") / f"toy_train_{config.method}_D{config.delay}"
-    try:
-        summary = train(config, out, resume=not args.fresh, progress=not args.no_progress)
-    except ValueError as err:
-        raise SystemExit(f"gmc-grpo toy train: {err}") from None
+            configs.append(config)
+        return _run_experiments(configs, args, draw_figures)
+    if args.extend_to is not None:
+        overrides["total_steps"] = args.extend_to
+    config = TrainConfig.from_dict(overrides)
+    request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
+    out = args.out or Path("runs") / "toy_train" / f"{config.method}_D{config.delay}"
+    _set_threads(args)
+    from toy_mdps.train.run import train
+
+    summary = train(
+        config,
+        out,
+        resume=not args.fresh,
+        progress=not args.no_progress,
+        request=request,
+        require_run=args.resume,
+    )
     assert summary is not None
     mean = summary["mean"]
     print(
@@ -176,4 +192,45 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         f"{mean['final_objective']['hi']:.4f}], (1/N) sum ||grad J||^2 "
         f"{mean['convergence_metric']['mean']:.3g}, mean lag {mean['lag_mean']['mean']:.1f}"
     )
+    return 0
+
+
+def _set_threads(args: argparse.Namespace) -> None:
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def _run_experiments(
+    configs: list, args: argparse.Namespace, draw_figures: DrawFigures | None
+) -> int:
+    """Run each experiment into `<out>/<name>/` and print its orderings."""
+    from toy_mdps.train.run import run_experiment
+
+    _set_threads(args)
+    root = args.out or Path("runs") / "toy_train"
+    for config in configs:
+        out = root / config.name
+        summary = run_experiment(config, out, fresh=args.fresh, progress=not args.no_progress)
+        if draw_figures is not None and config.figures and not args.no_figures:
+            if not args.no_progress:
+                print(f"drawing the figures of {out} ...", flush=True)
+            draw_figures("experiment", out)
+        print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")
+        for claim in summary.get("orderings", []):
+            print(f"  {claim['claim']}: {claim['verdict']}  ({claim['detail']})")
+        fit = summary.get("eps_star", {})
+        if "tau4_exponent" in fit:
+            print(
+                f"  eps* ~ tau4^{fit['tau4_exponent']:.3f} N^{fit['n_exponent']:.3f} "
+                f"(fit on {fit['num_cells']} interior cells; paper: tau4^0.143 N^-0.214)"
+            )
+        for cell in fit.get("table", []):
+            test = cell["by_convergence"].get("interior_test")
+            if test:
+                print(
+                    f"  N={cell['total_steps']} D={cell['delay']}: best eps "
+                    f"{test['best_eps']:g}, interior optimum: {test['verdict']}"
+                )
     return 0

@@ -10,7 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import check_choice, check_field_names, config_error, dataclass_from_dict
+from gmc_grpo.configs import (
+    check_choice,
+    check_delay_fits_run,
+    check_field_names,
+    config_error,
+    dataclass_from_dict,
+)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -42,6 +48,10 @@ EXPERIMENT_KINDS = (
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
 # the sizes of the quick experiments, applied by `ExperimentConfig.quick_sizes`
 QUICK_SIZES = {"seeds": 5, "num_prompts": 4, "max_length": 5, "total_steps": 150}
+# `TrainConfig` fields a resumed run may change: they alter neither an update nor a record
+# (checkpoints are written between steps and hold everything the next step reads). Any other
+# change is refused unless asked for (`--extend-to`, `--allow-config-change`; gmc_grpo.resume).
+RESUME_FREE_FIELDS = ("checkpoint_every",)
 
 
 @dataclass
@@ -138,6 +148,7 @@ class TrainConfig(ProblemFields, MethodSettings):
         check_choice(self, "schedule", SCHEDULE_NAMES)
         if self.delay < 0:
             raise bad("delay", "must be >= 0")
+        check_delay_fits_run(self)
         if not (self.lam >= 0 and math.isfinite(self.lam)):
             raise bad("lam", "must be finite and >= 0")
         if self.max_launches < 1:
@@ -182,7 +193,8 @@ class TrainConfig(ProblemFields, MethodSettings):
 
     @classmethod
     def from_file(cls, path: str | Path) -> TrainConfig:
-        return cls.from_dict(read_toy_config(path, "train"))
+        """Read a JSON file of `TrainConfig` fields (one run)."""
+        return cls.from_dict(read_toy_config(path, "run"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -200,7 +212,7 @@ class ExperimentConfig:
     """A grid of toy training runs (`toy_mdps/configs/train_*.json`)."""
 
     name: str = "experiment"
-    """experiment name (default output folder `runs/toy_train_<name>`)"""
+    """experiment name (default output folder `runs/toy_train/<name>`)"""
     kind: str = "runs"
     """what the analysis reports: `runs` (table only), `delay_sweep` (Table 3 analogue),
     `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1),
@@ -271,8 +283,9 @@ class ExperimentConfig:
         `--config`): at most `QUICK_SIZES["seeds"]` seeds (the first ones), at most
         `QUICK_SIZES["num_prompts"]` prompts and `QUICK_SIZES["max_length"]` tokens, and every
         `total_steps` value divided by one common factor so the largest is at most
-        `QUICK_SIZES["total_steps"]` (ratios between points kept; step sizes unchanged). The
-        name gets a `_quick` suffix; `checkpoint_every` moves past the last step."""
+        `QUICK_SIZES["total_steps"]`, fixed delays divided by the same factor (ratios between points
+        and `D / N` kept, so no delay reaches its run's length; step sizes unchanged). The name
+        gets a `_quick` suffix; `checkpoint_every` moves past the last step."""
         points = self.points()
         steps = max(cfg.total_steps for _, cfg, _ in points)
         factor = max(1.0, steps / QUICK_SIZES["total_steps"])
@@ -280,13 +293,15 @@ class ExperimentConfig:
         def scale(n: int) -> int:
             return max(1, round(n / factor))
 
+        def scale_delay(d: int) -> int:
+            return round(d / factor)
+
         def shrink(part: dict[str, Any]) -> dict[str, Any]:
             out = dict(part)
-            if "total_steps" in out:
-                value = out["total_steps"]
-                out["total_steps"] = (
-                    [scale(v) for v in value] if isinstance(value, list) else scale(value)
-                )
+            for key, rule in (("total_steps", scale), ("delay", scale_delay)):
+                if key in out:
+                    value = out[key]
+                    out[key] = [rule(v) for v in value] if isinstance(value, list) else rule(value)
             return out
 
         base = shrink(self.base)
@@ -319,7 +334,7 @@ class ExperimentConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ExperimentConfig:
-        return cls.from_dict(read_toy_config(path, "experiment", "train_*.json"))
+        return cls.from_dict(read_toy_config(path, "experiment"))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

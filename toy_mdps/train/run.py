@@ -5,11 +5,20 @@ run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row p
 seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
 `summary.json` (per-seed final `J(theta_N)`, the convergence metric
 `(1/N) sum_{n<N} ||grad J(theta_n)||^2`, the realised lag moments, and means with t-intervals
-over seeds), and while running `checkpoint.pt` (parameters, Adam moments, schedules with their
-queued batches, generator states, GAC states), written atomically every `checkpoint_every`
-steps. A killed run restarted on the same directory drops the rows at or after the checkpoint's
-step and continues from it; since every random number comes from the checkpointed per-seed
-generators, the records equal those of an uninterrupted run (a test checks it).
+over seeds), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
+`AsyncLearner.state_dict()` returns -- parameters, Adam moments, schedules with their queued
+batches, generator states, the method's state -- through `gmc_grpo.checkpoints`, so nothing is
+unpickled), written atomically every `checkpoint_every` steps and at the end (the newest one is
+kept: it lets `--extend-to` continue a finished run).
+
+**Resuming** (the default when `run_dir` holds a run): the config must be the run's
+(`gmc_grpo.resume.check_resume_config`; only `RESUME_FREE_FIELDS` may differ), or the change
+must be asked for (`ResumeRequest`: `--extend-to N` for more updates, with the step-size
+schedule of an `N`-update run from the resume step on; `--allow-config-change FIELD`). The rows
+at or after the checkpoint's step are dropped and the run continues from it (from step 0 when it
+was killed before its first checkpoint); since every random number comes from the checkpointed
+per-seed generators, the records equal those of an uninterrupted run (a test checks it). A
+finished run with the same config is reused. `resume=False` (`--fresh`) starts over.
 
 **An experiment** (`toy_mdps.train.config.ExperimentConfig`, files
 `toy_mdps/configs/train_*.json`) is a grid of runs:
@@ -24,27 +33,37 @@ crossed with the grid). Each grid point is a run in `<out>/<point name>/`; finis
 from __future__ import annotations
 
 import csv
+import dataclasses
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
+from gmc_grpo.checkpoints import (
+    latest_checkpoint,
+    pickled_files,
+    read_state,
+    remove_checkpoints,
+    save_step_folder,
+    write_state,
+)
+from gmc_grpo.records import (
+    RecordsExistError,
+    RunWriter,
+    atomic_write_json,
+    read_json,
+    read_jsonl,
+    read_run_config,
+)
+from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
 from gmc_grpo.stats import t_interval
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.bounds import BoundTracker
-from toy_mdps.train.config import ExperimentConfig, TrainConfig
+from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
 
-CHECKPOINT = "checkpoint.pt"
-
-
-def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+# how a refused fresh start continues, in the messages of this command
+FRESH_HINT = "rerun with its config to continue it, pass --fresh to start over, or choose --out"
 
 
 def summarise_rows(
@@ -85,6 +104,47 @@ def summarise_rows(
     }
 
 
+def _refuse_pickles(run_dir: Path) -> None:
+    """A pickled checkpoint (`checkpoint.pt` of gmc-grpo before safetensors) is never loaded."""
+    found = pickled_files(run_dir)
+    if found:
+        raise ValueError(
+            f"{found[0]} is a pickled checkpoint (gmc-grpo now writes checkpoints/step_<N>/ as "
+            "safetensors + JSON); a pickle can run code, so it is never loaded: start the run "
+            "over with --fresh (which deletes it), or choose another --out"
+        )
+
+
+def _run_state(
+    config: TrainConfig, run_dir: Path, request: ResumeRequest
+) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+    """`(learner state or None, accepted config changes, the previous config)` of the run in
+    `run_dir`, after checking that `config` may continue it (raises a one-line ValueError)."""
+    payload = read_run_config(run_dir)
+    assert payload is not None
+    previous = payload.get("config")
+    fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    if not isinstance(previous, dict) or not set(previous) <= set(fields):
+        raise RecordsExistError(
+            f"{run_dir} holds another kind of run (its config.json is not a toy train config): "
+            "choose another --out"
+        )
+    checkpoint = latest_checkpoint(run_dir)
+    state = read_state(checkpoint) if checkpoint is not None else None
+    old = state["config"] if state is not None else previous
+    defaults = TrainConfig().to_dict()
+    changes = check_resume_config(
+        old,
+        config.to_dict(),
+        free=RESUME_FREE_FIELDS,
+        request=request,
+        where=str(run_dir),
+        defaults=defaults,
+        fields=fields,
+    )
+    return state, changes, old
+
+
 def train(
     config: TrainConfig,
     run_dir: str | Path,
@@ -92,41 +152,60 @@ def train(
     resume: bool = True,
     progress: bool = False,
     stop_after: int | None = None,
+    request: ResumeRequest | None = None,
+    require_run: bool = False,
 ) -> dict[str, Any] | None:
     """Run (or resume, or reuse) one run in `run_dir`; returns its summary.
 
     Args:
-        resume: continue from `checkpoint.pt` (or reuse a finished run) if the directory holds
-            the same config; `False` starts over.
+        resume: continue the run in `run_dir` when there is one (its config must allow it, see
+            the module docstring); `False` starts over, erasing its records.
         progress: show a tqdm bar over steps.
         stop_after: stop after this many steps without a summary (simulates a killed run;
             returns `None`).
+        request: config changes asked for on purpose (`--extend-to`, `--allow-config-change`).
+        require_run: refuse when `run_dir` holds no run (`--resume`).
     """
     from tqdm import tqdm
 
     run_dir = Path(run_dir)
-    ckpt_path = run_dir / CHECKPOINT
-    same = (run_dir / "config.json").exists() and read_json(run_dir / "config.json").get(
-        "config"
-    ) == config.to_dict()
-    if resume and same and (run_dir / "summary.json").exists():
-        return read_json(run_dir / "summary.json")
-    if resume and (run_dir / "config.json").exists() and not same:
-        raise ValueError(
-            f"{run_dir} holds a run with a different config; pass --fresh or choose another --out"
+    request = request or ResumeRequest()
+    has_run = (run_dir / "config.json").is_file()
+    if (require_run or request.asked) and not (resume and has_run):
+        raise FileNotFoundError(
+            f"{run_dir} holds no run to continue (config.json is missing): start it without "
+            "--resume/--extend-to/--allow-config-change, or point --out at the run's folder"
         )
+    if resume:
+        _refuse_pickles(run_dir)
     learner = AsyncLearner(config)
     tracker = BoundTracker(learner) if config.bound_every > 0 else None
     start = 0
-    if resume and same and ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
-        learner.load_state_dict(state)
-        if tracker is not None:
-            tracker.load_state_dict(state["bounds"])
-        start = learner.step
-    elif not (resume and same):
-        ckpt_path.unlink(missing_ok=True)
-    writer = RunWriter(run_dir, config.to_dict(), resume=resume and same, keep_steps_below=start)
+    if resume and has_run:
+        state, changes, old = _run_state(config, run_dir, request)
+        done = (run_dir / "summary.json").is_file()
+        if done and not request.asked and not changes:
+            return read_json(run_dir / "summary.json")
+        if state is not None:
+            state["config"] = config.to_dict()  # the changes were checked above
+            learner.load_state_dict(state)
+            if tracker is not None and "bounds" in state:
+                tracker.load_state_dict(state["bounds"])
+            start = learner.step
+        segment = {
+            "config_changes": {k: [a, b] for k, (a, b) in changes.items()},
+            **({"request": request.as_record()} if request.asked else {}),
+        }
+        (run_dir / "summary.json").unlink(missing_ok=True)
+        writer = RunWriter.resume(
+            run_dir, config.to_dict(), keep_steps_below=start, segment=segment
+        )
+    else:
+        if not resume:
+            remove_checkpoints(run_dir)
+            for path in pickled_files(run_dir):
+                path.unlink()
+        writer = RunWriter.fresh(run_dir, config.to_dict(), overwrite=not resume, hint=FRESH_HINT)
     bar = tqdm(total=config.total_steps, initial=start, desc=config.name, disable=not progress)
     try:
         for n in range(start, config.total_steps):
@@ -137,11 +216,14 @@ def train(
                 tracker.after_step(learner, rows)
             writer.log_metrics_many(rows)
             bar.update(1)
-            if learner.step % config.checkpoint_every == 0 and learner.step < config.total_steps:
+            last = learner.step == config.total_steps
+            if last or learner.step % config.checkpoint_every == 0:
                 state = learner.state_dict()
                 if tracker is not None:
                     state["bounds"] = tracker.state_dict()
-                _save_checkpoint(ckpt_path, state)
+                save_step_folder(
+                    run_dir, learner.step, lambda tmp, s=state: write_state(tmp, s), keep=1
+                )
             if stop_after is not None and n + 1 >= stop_after:
                 return None
         final = exact_state(learner.mdp, learner.policy, learner.theta)
@@ -149,7 +231,6 @@ def train(
         final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
         summary = summarise_rows(rows, config, final_j)
         writer.write_summary(summary)
-        ckpt_path.unlink(missing_ok=True)
         return summary
     finally:
         bar.close()
@@ -219,6 +300,14 @@ def run_experiment(
     from tqdm import tqdm
 
     out_dir = Path(out_dir)
+    if not fresh and (out_dir / "experiment.json").is_file():
+        changes = config_differences(read_json(out_dir / "experiment.json"), config.to_dict())
+        if changes:
+            detail = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changes.items())
+            raise ValueError(
+                f"{out_dir} holds another experiment ({detail}): pass --fresh to start it over "
+                "(erases its runs) or choose another --out"
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out_dir / "experiment.json", config.to_dict())
     points = config.points()
