@@ -32,8 +32,12 @@ def recipe_path(recipe: str) -> Path:
     )
 
 
-def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
-    """The config values of a recipe (and of one of its runs)."""
+def load_recipe(recipe: str, run: str | None = None, *, base_only: bool = False) -> dict[str, Any]:
+    """The config values of a recipe (and of one of its runs).
+
+    base_only: without `run`, return the base values of a suite recipe instead of refusing it (a
+    suite over seeds and methods sets the method itself).
+    """
     path = recipe_path(recipe)
     data = json.loads(path.read_text())
     values = dict(data.get("config", {}))
@@ -44,6 +48,8 @@ def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
                 f"recipe {path.stem!r} has no run {run!r}; runs: {', '.join(runs) or '(none)'}"
             )
         values.update(runs[run])
+    elif runs and base_only:
+        pass
     elif runs and data.get("default_run") is not None:
         values.update(runs[data["default_run"]])
     elif runs:
