@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from pipeline.llm_stage import llm_suite_settings
 
 
 @dataclass(frozen=True)
@@ -164,71 +165,6 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
 
 
-def _reward_windows(rows: list[dict[str, Any]], width: int = 15) -> tuple[float, float]:
-    """Mean `reward/mean` of the first and the last `width` updates."""
-    rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
-    if not rewards:
-        raise RuntimeError("the run logged no reward/mean")
-    first, last = rewards[:width], rewards[-width:]
-    return sum(first) / len(first), sum(last) / len(last)
-
-
-# (recipe, run within the recipe): the tiny CPU demonstration, then three methods under D = 16
-LLM_TINY_RUNS: tuple[tuple[str, str | None], ...] = (
-    ("tiny", None),
-    ("tiny_delay", "grpo"),
-    ("tiny_delay", "tic"),
-    ("tiny_delay", "gmc"),
-)
-
-
-def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
-    """The tiny CPU recipe of the Qwen3 track (random-init tiny Qwen3, arithmetic task, HF engine).
-
-    `gmc-grpo llm train --recipe tiny` (GMC, D = 0), then `--recipe tiny_delay` for GRPO, TIC and
-    GMC under a fixed delay of 16 updates. Resumable: a finished run is read back, not rerun.
-    """
-    from gmc_grpo.records import read_run
-    from llm_runs import cli as llm_cli
-
-    lines = [
-        "Tiny random-init Qwen3 (2 layers, hidden 128) after a short supervised warm-up on additions "
-        "with answers in `\\boxed{}`, then RL with the full pipeline (HF rollout engine, staleness "
-        "schedule, learner, checkpoints). Not a paper setting; one seed.",
-        "",
-        "| recipe | method | delay | reward, first 15 updates | reward, last 15 updates |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    finals = {}
-    for recipe, run in LLM_TINY_RUNS:
-        name = recipe + (f"_{run}" if run else "")
-        run_dir = out_dir / name
-        if not (run_dir / "summary.json").exists():
-            argv = ["train", "--recipe", recipe, "--out", str(run_dir), "--no-progress"]
-            if run:
-                argv += ["--run", run]
-            code = llm_cli.main(argv)
-            if code != 0:
-                raise RuntimeError(f"gmc-grpo llm train {' '.join(argv[1:])} exited with {code}")
-        record = read_run(run_dir)
-        first, last = _reward_windows(record.metrics)
-        config = record.config["config"]
-        finals[name] = last
-        lines.append(
-            f"| {recipe} | {config['method']} | {config['delay']} | {first:.3f} | {last:.3f} |"
-        )
-    lines.append("")
-    lines.append(
-        f"Run records: `{out_dir.name}/<recipe>[_<method>]/` (metrics.jsonl, evals.jsonl)."
-    )
-    first, last = _reward_windows(read_run(out_dir / "tiny").metrics)
-    return {
-        "headline": f"tiny recipe reward {first:.2f} -> {last:.2f}; D = 16: "
-        + ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in finals.items() if k != "tiny"),
-        "markdown": "\n".join(lines) + "\n",
-    }
-
-
 STAGES: tuple[Stage, ...] = (
     Stage(
         "theory", "Theory: constants, rates and the claims table", "pipeline.reproduce:theory_stage"
@@ -247,9 +183,9 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_tiny",
-        "Qwen3 track on a CPU: the tiny recipe, and GRPO/TIC/GMC under a delay",
-        "pipeline.reproduce:llm_tiny_stage",
-        (("runs", [f"{r}:{m}" for r, m in LLM_TINY_RUNS]),),
+        "Qwen3 track on a CPU: GRPO/TIC/GMC under a delay, paired over seeds",
+        "pipeline.llm_stage:llm_tiny_stage",
+        llm_suite_settings(),
     ),
     Stage(
         "figures",
