@@ -11,7 +11,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
 from gmc_grpo.staleness import lag_statistics  # noqa: E402
 from llm_runs.batch import TrajectoryBatch, batch_from, batch_logprobs, tensors_of  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
@@ -82,6 +82,9 @@ def test_each_group_keeps_the_logprobs_and_lag_of_its_own_snapshot(tmp_path, mon
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert len(trainer.consumed) == len(seen) == len(rows) == 6
     assert any(r["staleness/lag_max"] > r["staleness/lag_min"] for r in rows)  # mixed batches
+    assert all(
+        set(r) - {"perf/learner_seconds", "perf/rollout_seconds"} <= set(METRIC_NAMES) for r in rows
+    )
 
     probe = trainer.model  # reuse its architecture; reload each snapshot's weights into it
     mixed = 0
