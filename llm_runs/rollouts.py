@@ -1,12 +1,16 @@
 """The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
 
 `RolloutProducer.produce(version)` takes the next `rollout_prompts` problems of the training pool
-(consecutive slices of a seeded permutation per epoch), samples `group_size` completions of
+(consecutive slices of a seeded permutation per epoch, the "prompt stream"), samples `group_size` completions of
 each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
 engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
 sampling log-probs (the behavior policy's, recorded at generation), rewards, truncation flags.
 Before generating, the engine is given the learner's weights when the learner has moved since
-the last copy (`sync`), so every batch comes from the current policy version.
+the last copy (`sync`), so every batch comes from the current policy version. Under the worker
+schedule, `produce_groups` generates the next `count` group launches in one engine call and
+returns one single-group batch per launch (group launch `k` = position `k` of the prompt stream).
+Rollouts of version 0 (the initial policy) come from the shared cache when the run has one
+(`llm_runs.cache.RolloutCache`).
 
 The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
 prompt of `llm_runs.prompts` (cut at `max_prompt_tokens`) scored by math-verify

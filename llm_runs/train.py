@@ -21,6 +21,22 @@ policy when it needs one and hands back the batch to consume (fixed delay `D`: t
 minibatches of whole groups, each one optimizer update; one row per update goes to
 `metrics.jsonl`, evaluations to `evals.jsonl`, checkpoints to `checkpoints/step_<N>/`.
 
+**Rollout workers** (`schedule="workers"`, §2.2 and Figure 1; `gmc_grpo.staleness.WorkerSchedule`):
+the schedule asks for ONE group per launch, from the snapshot current at that launch, and the
+learner takes the `rollout_prompts` earliest completed groups. The consumed groups are joined into
+one `TrajectoryBatch` whose `behavior_version` is `[B]`: each group keeps the engine log-probs its
+own snapshot recorded, the learner's ratio uses them group by group and A-3PO gets each group's
+lag (`TrajectoryBatch.version_lag`). The launches of one `schedule.next` call all use the same
+snapshot and at least `W` (at the start) plus the groups missing from a full batch are known in
+advance: those are generated in one engine call (`generate_group`). Group launch `k` is position
+`k` of the prompt stream with its own sampling streams, so groups `l B .. l B + B - 1` hold exactly
+the samples of batch launch `l` of the other schedules. Rows log the batch's mean, min, max and
+std of the lags; `summary.json`'s `lag_statistics` gives their distribution over groups.
+
+**Shared work** (`cache_dir`, `llm_runs.cache`): the runs of a suite (`llm_runs.suite`) share the
+warmed-up initial policy and the rollouts of version 0 (the FIFO fill), each stored under a content
+hash of everything it depends on; the records are the same with and without it.
+
 **Which log-probs the ratio uses.** By default (`behavior_logprobs="engine"`) the ratio's `mu` is
 the engine's per-token sampling log-prob recorded at generation time: the exact behavior policy
 that generated the rollout (Appendix B.1). `"learner"` uses the learner's own log-probs of the
