@@ -9,7 +9,7 @@ import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
-from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
+from llm_train_checks import even_first_char, one_thread, quiet, tiny_config  # noqa: E402, F401
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
 from gmc_grpo.staleness import lag_statistics  # noqa: E402
@@ -18,22 +18,13 @@ from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
 
-TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
-
 
 def workers_config(out, **overrides) -> TrainConfig:
     """4 groups of 3 per update, 7 workers whose groups take as long as their responses."""
     values = dict(
-        tiny_model=TINY,
-        task="arithmetic",
-        reward="exact",
-        arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 8},
-        rollout_prompts=4,
         group_size=3,
-        groups_per_micro=2,
         total_steps=6,
         lr=3e-3,
-        max_prompt_tokens=32,
         max_completion_tokens=6,
         method="a3po",
         schedule="workers",
@@ -41,8 +32,7 @@ def workers_config(out, **overrides) -> TrainConfig:
         generation_time="length_proportional",
         length_unit_tokens=1.0,
     )
-    values.update(overrides)
-    return cpu_config(out, **values)
+    return tiny_config(out, **{**values, **overrides})
 
 
 class Recording(Trainer):
