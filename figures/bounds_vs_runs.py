@@ -7,6 +7,9 @@ Suites (`suite=`):
 - `"toy"`: toy-MDP training runs; the KL is exact (`ratio/kl_exact`), `tau4` as above (or `D^4`
   when no lag is logged), and the gap is the exact stationarity measure `||grad J||^2`.
 
+Runs of one setting that differ only in their seed (a suite, `gmc-grpo llm train --seeds`) make one
+point: the mean over seeds with a 95% interval over seeds (drawn as error bars).
+
 Per run (steady state: steps `>= D` for a fixed delay, so the initial fill is left out):
 the mean removed mass and capped fraction, the mean KL(pi_theta || mu) with a 95% batch-means
 interval (10 contiguous blocks, Student t), the removed-mass bound `KL / log(1+2 eps)` (GMC) or
@@ -35,6 +38,7 @@ from figures.common import (
     metric_curve,
     moving_average,
     panel_axes,
+    pick_seed_runs,
 )
 from figures.discover import Run
 from figures.style import method_color, method_label
@@ -192,11 +196,46 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
         "entropy_step": stabilisation_step(*metric_curve(run, "policy/entropy")),
         "final_pass1": _final_pass1(run) if suite != "toy" else None,
         "grad_norm_sq": _mean_of(run.metrics, "policy/grad_norm_sq"),
-        "per_seed": _per_seed_convergence(run) if suite == "toy" else {},
+        "per_seed_convergence": _per_seed_convergence(run) if suite == "toy" else {},
     }
     if run.method in ("gmc", "tic") and point["kl"] is not None:
         point["bound"] = float(removed_mass_bound(max(point["kl"], 0.0), eps, run.method))
     return point
+
+
+#: Point fields averaged over seeds, with a 95% interval over seeds (`<key>_lo`, `<key>_hi`).
+SEED_AVERAGED = (
+    "removed_mass",
+    "capped_frac",
+    "kl",
+    "bound",
+    "entropy_step",
+    "final_pass1",
+    "grad_norm_sq",
+)
+
+
+def _seed_point(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One point for the seeds of one setting: each `SEED_AVERAGED` field is the mean over seeds
+    with a Student-t interval over seeds (`<key>_lo`, `<key>_hi`; the KL's interval over seeds
+    replaces the single run's batch-means interval); `seeds` counts them and `per_seed` keeps the
+    single-run points (the removed-mass check is made on each)."""
+    first = dict(points[0])
+    first["seeds"] = len(points)
+    first["per_seed"] = [dict(p) for p in points]
+    if len(points) == 1:
+        return first
+    first["run"] = f"mean of {len(points)} seeds ({', '.join(p['run'] for p in points)})"
+    first["steps"] = min(p["steps"] for p in points)
+    for key in SEED_AVERAGED:
+        values = [p[key] for p in points if p[key] is not None]
+        if len(values) < len(points):
+            first[key] = first[f"{key}_lo"] = first[f"{key}_hi"] = None
+            continue
+        interval = t_interval(values)
+        first[key] = interval["mean"]
+        first[f"{key}_lo"], first[f"{key}_hi"] = interval["lo"], interval["hi"]
+    return first
 
 
 def bounds_data(
@@ -212,13 +251,16 @@ def bounds_data(
         raise ValueError(f"suite must be one of {SUITES}, got {suite!r}")
     members, eps = _members(runs, suite, group_size, eps)
     data = BoundsData(suite=suite, eps=eps)
-    seen: set[tuple[Any, ...]] = set()
-    for run in sorted(members, key=lambda r: (-len(r.metrics), r.name)):
-        point = _point(run, suite, eps)
-        if (point["method"], point["pair"]) in seen:  # a repeated setting: keep the longest run
-            continue
-        seen.add((point["method"], point["pair"]))
-        data.points.append(point)
+    cells: dict[tuple[Any, ...], list[Run]] = {}
+    for run in members:
+        pair = (run.schedule, run.delay, run.model)
+        cells.setdefault((str(run.method), str(pair)), []).append(run)
+    for key in sorted(cells):
+        if suite == "toy":  # toy runs are already seed means (`seed_mean_rows`): the longest
+            seeds = [max(cells[key], key=lambda r: (len(r.metrics), r.name))]
+        else:  # the seeds of one setting (repeated settings: the one with the most seeds)
+            seeds = pick_seed_runs(cells[key], [], f"bounds {key}")
+        data.points.append(_seed_point([_point(run, suite, eps) for run in seeds]))
     data.points.sort(key=lambda p: (p["x"] if p["x"] is not None else -1.0, str(p["method"])))
     factor = float(improvement_factor(eps))
     for x in sorted({p["x"] for p in data.points if p["x"] is not None}):
@@ -270,7 +312,7 @@ def _per_seed_convergence(run: Run) -> dict[Any, float]:
 def _gap(gmc: dict[str, Any], tic: dict[str, Any], suite: str) -> dict[str, Any]:
     if suite == "toy":
         a, b = gmc["grad_norm_sq"], tic["grad_norm_sq"]
-        pa, pb = gmc.get("per_seed", {}), tic.get("per_seed", {})
+        pa, pb = gmc.get("per_seed_convergence", {}), tic.get("per_seed_convergence", {})
         logs = [math.log(pa[k] / pb[k]) for k in pa if k in pb and pa[k] > 0 and pb[k] > 0]
         return {
             "gap": a / b if a is not None and b else None,
@@ -288,7 +330,12 @@ def _verdict(ok: int, total: int) -> str:
 
 def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
     checks = []
-    bounded = [p for p in data.points if p["bound"] is not None and p["removed_mass"] is not None]
+    bounded = [
+        p
+        for point in data.points
+        for p in point.get("per_seed", [point])
+        if p["bound"] is not None and p["removed_mass"] is not None
+    ]
     ok = sum(p["removed_mass"] <= p["bound"] * (1 + 1e-9) for p in bounded)
     estimate = "" if data.suite == "toy" else ", KL is a sample estimate"
     checks.append(
@@ -296,7 +343,7 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
             "claim": "removed mass <= KL / denominator (step 2 of §4.2)",
             "claim_markdown": r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2)",
             "verdict": _verdict(ok, len(bounded)),
-            "detail": f"{ok} of {len(bounded)} GMC/TIC runs{estimate}",
+            "detail": f"{ok} of {len(bounded)} GMC/TIC runs (each seed){estimate}",
         }
     )
     for key, name in (("removed_mass", "removed mass"), ("capped_frac", "capped fraction")):
@@ -413,6 +460,20 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
                 axis.plot(*zip(*keep, strict=True), marker=marker, color=color, label=label)
             else:  # keep the method in the shared legend
                 axis.plot([], [], marker=marker, color=color, label=label)
+            # the 95% interval over seeds, for points that are a mean of seeds
+            bars = [p for p in pts if p.get(f"{key}_lo") is not None and p[key] is not None]
+            if bars:
+                axis.errorbar(
+                    [p["x"] for p in bars],
+                    [p[key] for p in bars],
+                    yerr=[
+                        [p[key] - p[f"{key}_lo"] for p in bars],
+                        [p[f"{key}_hi"] - p[key] for p in bars],
+                    ],
+                    fmt="none",
+                    color=color,
+                    capsize=3,
+                )
 
         draw(axes[0], "removed_mass")
         bounds = [(p["x"], p["bound"]) for p in pts if p["bound"] is not None]

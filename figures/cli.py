@@ -26,11 +26,12 @@ FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
 # name -> (what it shows, what it needs)
 ITEMS: dict[str, tuple[str, str]] = {
     "figure2": (
-        "MATH500 sampled Pass@1 vs step, D = 0/64/128, GRPO/TIC/GMC",
+        "sampled Pass@1 vs step per fixed delay in the records (paper: D = 0/64/128), "
+        "GRPO/TIC/GMC; seeds as a mean with a 95% band",
         "fixed-delay LLM training runs (G = 8) with sampled evaluations",
     ),
     "figure4": (
-        "current-policy token entropy vs step, D = 0/64/128",
+        "current-policy token entropy vs step per fixed delay in the records",
         "fixed-delay LLM training runs (G = 8) logging policy/entropy",
     ),
     "figure5": (
@@ -46,7 +47,7 @@ ITEMS: dict[str, tuple[str, str]] = {
         "length-coupled LLM training runs with evaluations on the six benchmarks",
     ),
     "table3": (
-        "MATH500 greedy and pass@k per fixed delay",
+        "greedy and pass@k per fixed delay in the records (seeds: mean ± 95% half-width)",
         "fixed-delay LLM training runs (G = 8) with MATH500 evaluations",
     ),
     "table4": (

@@ -38,6 +38,12 @@ class Series:
     steps: list[float]
     values: list[float]
     smoothed: list[float] | None = None
+    lo: list[float] | None = None
+    """lower end of the 95% interval over seeds at each step (None: one seed)"""
+    hi: list[float] | None = None
+    """upper end of that interval"""
+    seeds: int = 1
+    """how many seeds `values` is the mean of"""
 
 
 @dataclass
@@ -245,6 +251,74 @@ def pick_run(candidates: Sequence[Run], notes: list[str], cell: str) -> Run | No
     return chosen
 
 
+#: Config fields that differ between the seeds of one setting (or say nothing about it).
+SEED_FIELDS = frozenset({"seed", "out", "cache_dir", "progress", "resume"})
+
+
+def setting_key(run: Run) -> str:
+    """The run's config without `SEED_FIELDS`, as sorted JSON: equal for the seeds of one
+    setting (a suite's runs of one method and delay)."""
+    import json
+
+    config = {k: v for k, v in run.config.items() if k not in SEED_FIELDS}
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def pick_seed_runs(candidates: Sequence[Run], notes: list[str], cell: str) -> list[Run]:
+    """The runs of one cell: the seeds of one setting (runs with the same config but for the
+    seed), one run per seed (the longest), sorted by seed. With several settings, the one with the
+    most seeds (then the most metrics rows) is used and the others are noted."""
+    groups: dict[str, dict[Any, list[Run]]] = {}
+    for run in candidates:
+        groups.setdefault(setting_key(run), {}).setdefault(run.config.get("seed"), []).append(run)
+    if not groups:
+        return []
+    chosen = []
+    for by_seed in groups.values():
+        per_seed = []
+        for seed in sorted(by_seed, key=str):
+            runs = by_seed[seed]
+            per_seed.append(pick_run(runs, notes, f"{cell} seed {seed}"))
+        chosen.append(per_seed)
+    chosen.sort(key=lambda rs: (len(rs), sum(len(r.metrics) for r in rs), str(rs[0].path)))
+    best = chosen[-1]
+    if len(chosen) > 1:
+        others = "; ".join(", ".join(r.name for r in rs) for rs in chosen[:-1])
+        notes.append(
+            f"{cell}: {len(chosen)} settings match; using {len(best)} seed(s) of "
+            f"{best[0].name} (not: {others})"
+        )
+    return best
+
+
+def seed_mean_series(
+    method: str, runs: Sequence[Run], curves: Sequence[tuple[list[float], list[float]]]
+) -> Series | None:
+    """One `Series` from the curves of the seeds of one setting: the mean at every step all seeds
+    have, with a 95% Student-t interval over seeds (`lo`, `hi`) when there are two or more."""
+    from gmc_grpo.stats import t_interval
+
+    curves = [(steps, values) for steps, values in curves if steps]
+    if not curves:
+        return None
+    if len(curves) == 1:
+        (steps, values), run = curves[0], runs[0]
+        return Series(method=method, run=run.name, steps=list(steps), values=list(values))
+    maps = [dict(zip(steps, values, strict=True)) for steps, values in curves]
+    common = sorted(set.intersection(*(set(m) for m in maps)))
+    intervals = [t_interval([m[step] for m in maps]) for step in common]
+    names = ", ".join(r.name for r in runs)
+    return Series(
+        method=method,
+        run=f"mean of {len(curves)} seeds ({names})",
+        steps=common,
+        values=[i["mean"] for i in intervals],
+        lo=[i["lo"] for i in intervals],
+        hi=[i["hi"] for i in intervals],
+        seeds=len(curves),
+    )
+
+
 def fmt(value: float | None, digits: int = 2) -> str:
     return MISSING if value is None else f"{value:.{digits}f}"
 
@@ -294,19 +368,21 @@ def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3
 
 def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
     """Draw a `FigureData`: per panel, each method's curve in its fixed colour (faint raw points
-    and a solid smoothed line when `smoothed` is set), the paper's references as open markers or
-    grey spans, and a "missing: ..." note for what is absent. Returns the figure."""
+    and a solid smoothed line when `smoothed` is set; a shaded band for the 95% interval over
+    seeds when the curve is a mean of seeds), the paper's references as open markers or grey
+    spans, and a "missing: ..." note for what is absent. Returns the figure."""
     fig, axes = panel_axes(len(data.panels), ax)
     for axis, panel in zip(axes, data.panels, strict=False):
         for s in sorted(panel.series, key=lambda s: method_rank(s.method)):
             color = method_color(s.method)
+            label = method_label(s.method) + (f" (mean of {s.seeds} seeds)" if s.seeds > 1 else "")
+            if s.lo is not None and s.hi is not None:  # the 95% interval over seeds
+                axis.fill_between(s.steps, s.lo, s.hi, color=color, alpha=0.18, lw=0)
             if s.smoothed is not None:
                 axis.plot(s.steps, s.values, color=color, alpha=raw_alpha, lw=0.8)
-                axis.plot(s.steps, s.smoothed, color=color, lw=1.6, label=method_label(s.method))
+                axis.plot(s.steps, s.smoothed, color=color, lw=1.6, label=label)
             else:
-                axis.plot(
-                    s.steps, s.values, color=color, lw=1.4, marker=".", label=method_label(s.method)
-                )
+                axis.plot(s.steps, s.values, color=color, lw=1.4, marker=".", label=label)
         for ref in panel.references:
             color = method_color(ref.method) if ref.method else "0.3"
             if ref.y is not None:

@@ -2,7 +2,7 @@
 
 A run directory is one with a `config.json` of the form `{"config": {...}, "environment": {...}}`
 (`gmc_grpo.records.RunWriter`); Hugging Face model folders (also with a `config.json`) and the
-`checkpoints/`, `outputs/` and `base_model/` subtrees are skipped.
+`checkpoints/`, `outputs/`, `base_model/` and `cache/` subtrees are skipped.
 
 Kinds:
 - `llm_train`: `gmc-grpo llm train` (config has `method` and `rollout_prompts`).
@@ -34,7 +34,16 @@ from typing import Any
 from gmc_grpo.records import RECORD_FILES, RecordFileError, RunRecord, read_json, read_run
 
 SKIP_DIRS = frozenset(
-    {"checkpoints", "outputs", "base_model", "initial_model", "figures", ".git", "__pycache__"}
+    {
+        "checkpoints",
+        "outputs",
+        "base_model",
+        "initial_model",
+        "figures",
+        "cache",  # a suite's shared initial policies and rollouts (`llm_runs.cache`)
+        ".git",
+        "__pycache__",
+    }
 )
 KINDS: tuple[str, ...] = ("llm_train", "llm_eval", "toy_train", "toy_sweep", "other")
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*[bB](?![a-zA-Z])")

@@ -44,6 +44,8 @@ from figures.common import (
     metric_curve,
     moving_average,
     pick_run,
+    pick_seed_runs,
+    seed_mean_series,
 )
 from figures.discover import Run, select
 from figures.style import method_label
@@ -93,11 +95,21 @@ def _label(value: Any) -> str:
 # ------------------------------------------------------------------------------------------
 
 
+def fixed_delays_present(
+    runs: Sequence[Run], *, group_size: int = 8, model: str | None = None
+) -> list[int]:
+    """The delays of the fixed-delay training runs (of `group_size`, and of `model`, default the
+    model the figures choose), sorted: the panels of Figures 2 and 4 and the rows of Table 3."""
+    candidates = [r for r in _train_runs(runs, FIXED) if r.group_size == group_size]
+    model = _choose_model(candidates, model, "Qwen3-1.7B")
+    return sorted({r.delay for r in candidates if r.model == model and r.delay is not None})
+
+
 def _fixed_delay_figure(
     runs: Sequence[Run],
     *,
     name: str,
-    delays: Sequence[int],
+    delays: Sequence[int] | None,
     methods: Sequence[str],
     group_size: int,
     model: str | None,
@@ -106,21 +118,25 @@ def _fixed_delay_figure(
 ) -> tuple[list[Panel], list[str], str | None]:
     candidates = [r for r in _train_runs(runs, FIXED) if r.group_size == group_size]
     model = _choose_model(candidates, model, "Qwen3-1.7B")
+    if delays is None:
+        delays = fixed_delays_present(runs, group_size=group_size, model=model)
     notes: list[str] = []
     panels = []
     for delay in delays:
         panel = Panel(title=f"D = {delay}", key=delay)
         for method in methods:
             cell = f"{name} D={delay} {method}"
-            run = pick_run(select(candidates, delay=delay, method=method, model=model), notes, cell)
-            if run is None:
+            seeds = pick_seed_runs(
+                select(candidates, delay=delay, method=method, model=model), notes, cell
+            )
+            if not seeds:
                 panel.missing.append(f"{method_label(method)} (no run)")
                 continue
-            steps, values = curve(run)
-            if not steps:
-                panel.missing.append(f"{method_label(method)} (no {what} in {run.name})")
+            series = seed_mean_series(method, seeds, [curve(run) for run in seeds])
+            if series is None:
+                panel.missing.append(f"{method_label(method)} (no {what} in {seeds[0].name})")
                 continue
-            panel.series.append(Series(method=method, run=run.name, steps=steps, values=values))
+            panel.series.append(series)
         panels.append(panel)
     return panels, notes, model
 
@@ -128,7 +144,7 @@ def _fixed_delay_figure(
 def figure2_data(
     runs: Sequence[Run],
     *,
-    delays: Sequence[int] = (0, 64, 128),
+    delays: Sequence[int] | None = None,
     methods: Sequence[str] = ("grpo", "tic", "gmc"),
     group_size: int = 8,
     model: str | None = None,
@@ -136,8 +152,11 @@ def figure2_data(
 ) -> FigureData:
     """Figure 2: sampled Pass@1 (percent) vs step per fixed delay and method.
 
-    Pass@1 is each evals row's `pass_at_k["1"]` (else `avg_at_n`) of decoding "sampled". The
-    paper's Table 3 pass@1 at checkpoint 800 is the reference (MATH500 only).
+    Panels: `delays`, default the delays the records have (`fixed_delays_present`; the paper
+    draws D = 0, 64, 128). Pass@1 is each evals row's `pass_at_k["1"]` (else `avg_at_n`) of
+    decoding "sampled"; the runs of several seeds of one setting are drawn as their mean with a
+    95% band over seeds (`seed_mean_series`). The paper's Table 3 pass@1 at checkpoint 800 is the
+    reference, drawn in the panels of the delays it has (MATH500 only).
     """
     candidates = [r for r in _train_runs(runs, FIXED) if r.group_size == group_size]
     bench = _choose_benchmark(candidates, benchmark)
@@ -177,14 +196,15 @@ def figure2_data(
         ylabel="Pass@1 (%)",
         panels=panels,
         notes=notes,
-        caption="Open diamonds: the paper's Pass@1 at checkpoint 800 (Table 3).",
+        caption="Open diamonds: the paper's Pass@1 at checkpoint 800 (Table 3), in the panels of "
+        "the delays it reports. Shaded: 95% interval over seeds (curves that are a mean of seeds).",
     )
 
 
 def figure4_data(
     runs: Sequence[Run],
     *,
-    delays: Sequence[int] = (0, 64, 128),
+    delays: Sequence[int] | None = None,
     methods: Sequence[str] = ("grpo", "tic", "gmc"),
     group_size: int = 8,
     model: str | None = None,
@@ -192,7 +212,8 @@ def figure4_data(
 ) -> FigureData:
     """Figure 4: `policy/entropy` (current policy, mean per token) vs step; smoothed for display.
 
-    The paper gives Figure 4 as an image only: there are no reference values.
+    Panels and seeds as in `figure2_data`. The paper gives Figure 4 as an image only: there are
+    no reference values.
     """
     panels, notes, model = _fixed_delay_figure(
         runs,
@@ -207,6 +228,8 @@ def figure4_data(
     for panel in panels:
         for s in panel.series:
             s.smoothed = moving_average(s.values, window)
+            if s.lo is not None and s.hi is not None:  # the band of the smoothed mean
+                s.lo, s.hi = moving_average(s.lo, window), moving_average(s.hi, window)
     notes.append("the paper gives Figure 4 as an image only: no reference values are drawn")
     return FigureData(
         name="figure4",
@@ -215,7 +238,8 @@ def figure4_data(
         ylabel="entropy (nats / token)",
         panels=panels,
         notes=notes,
-        caption=f"Faint: per-step values; solid: centred moving average over {window} steps.",
+        caption=f"Faint: per-step values; solid: centred moving average over {window} steps; "
+        "shaded: 95% interval over seeds (smoothed), for curves that are a mean of seeds.",
     )
 
 
@@ -511,7 +535,7 @@ def table5_data(
 def table3_data(
     runs: Sequence[Run],
     *,
-    delays: Sequence[int] = paper.TABLE3_DELAYS,
+    delays: Sequence[int] | None = None,
     methods: Sequence[str] = paper.TABLE3_METHODS,
     group_size: int = 8,
     model: str | None = None,
@@ -521,10 +545,19 @@ def table3_data(
     """Table 3: per delay and method, greedy accuracy and pass@{1,2,4,8,16} (percent) on
     `benchmark` (default: MATH500, or the runs' only benchmark, e.g. the CPU demonstration's,
     in which case the paper's MATH500 rows are left out as not comparable); the base model's row
-    from an eval run of a plain model (step None)."""
+    from an eval run of a plain model (step None).
+
+    Rows: `delays`, default the delays the records have (the paper's rows beside them where the
+    paper has that delay). A cell run over several seeds shows the mean over seeds ± the
+    half-width of its 95% Student-t interval (`data`: the mean, `<key>_lo` / `<key>_hi` and
+    `seeds`)."""
+    from gmc_grpo.stats import t_interval
+
     candidates = [r for r in _train_runs(runs, FIXED) if r.group_size == group_size]
     model = _choose_model(candidates, model, "Qwen3-1.7B")
     benchmark = _choose_benchmark(candidates, benchmark)
+    if delays is None:
+        delays = fixed_delays_present(runs, group_size=group_size, model=model)
     ks = paper.PASS_AT_K
     keys = ["delay", "method", "source", "step", "greedy", *[f"pass@{k}" for k in ks]]
     columns = ["Delay", "Method", "Source", "Step", "Greedy", *[f"pass@{k}" for k in ks]]
@@ -532,31 +565,50 @@ def table3_data(
     data: list[dict[str, Any]] = []
     notes: list[str] = []
 
-    def ours(run: Run | None, delay: int | None, method: str, at: int | None, why: str) -> None:
+    def scores(run: Run, at: int | None) -> dict[str, float | None]:
+        greedy = eval_row(run, at, benchmark, "greedy")
+        sampled = eval_row(run, at, benchmark, "sampled")
+        out = {"greedy": eval_score(greedy, "greedy") if greedy else None}
+        passk = (sampled or {}).get("pass_at_k") or {}
+        for k in ks:
+            value = passk.get(k)
+            out[f"pass@{k}"] = 100.0 * float(value) if isinstance(value, (int, float)) else None
+        return out
+
+    def ours(
+        seeds: Sequence[Run], delay: int | None, method: str, at: int | None, why: str
+    ) -> None:
         entry: dict[str, Any] = {
             "delay": delay,
             "method": method,
             "source": "ours",
-            "found": run is not None,
+            "found": bool(seeds),
         }
         label = "Base (no RL)" if method == "base" else method_label(method)
         dl = "–" if delay is None else str(delay)
-        if run is None:
+        if not seeds:
             rows.append([dl, label, "ours", "-", f"missing ({why})"] + [MISSING] * len(ks))
             data.append(entry)
             return
-        greedy = eval_row(run, at, benchmark, "greedy")
-        sampled = eval_row(run, at, benchmark, "sampled")
-        entry.update(run=run.name, step=at)
-        entry["greedy"] = eval_score(greedy, "greedy") if greedy else None
-        passk = (sampled or {}).get("pass_at_k") or {}
-        for k in ks:
-            value = passk.get(k)
-            entry[f"pass@{k}"] = 100.0 * float(value) if isinstance(value, (int, float)) else None
-        rows.append(
-            [dl, label, f"ours ({run.name})", "-" if at is None else str(at), fmt(entry["greedy"])]
-            + [fmt(entry[f"pass@{k}"]) for k in ks]
+        per_seed = [scores(run, at) for run in seeds]
+        entry.update(run=", ".join(r.name for r in seeds), step=at, seeds=len(seeds))
+        cells = []
+        for key in ["greedy", *[f"pass@{k}" for k in ks]]:
+            values = [v[key] for v in per_seed]
+            if len(seeds) == 1 or any(v is None for v in values):
+                entry[key] = values[0] if len(seeds) == 1 else None
+                cells.append(fmt(entry[key]))
+                continue
+            interval = t_interval(values)  # type: ignore[arg-type]
+            entry.update({key: interval["mean"], f"{key}_lo": interval["lo"]})
+            entry[f"{key}_hi"] = interval["hi"]
+            cells.append(f"{interval['mean']:.2f} ± {(interval['hi'] - interval['lo']) / 2:.2f}")
+        source = (
+            f"ours ({seeds[0].name})"
+            if len(seeds) == 1
+            else f"ours (mean ± 95% CI, {len(seeds)} seeds)"
         )
+        rows.append([dl, label, source, "-" if at is None else str(at), *cells])
         data.append(entry)
 
     def reference(delay: int | None, method: str) -> None:
@@ -590,17 +642,25 @@ def table3_data(
         if r.kind == "llm_eval" and r.train_run is None and eval_row(r, None, benchmark, "sampled")
     ]
     base = pick_run(bases, notes, "Table 3 base model")
-    ours(base, None, "base", None, "no eval run of a plain model")
+    ours([base] if base is not None else [], None, "base", None, "no eval run of a plain model")
     reference(None, "base")
     for delay in delays:
         for method in methods:
-            run = pick_run(
+            seeds = pick_seed_runs(
                 select(candidates, delay=delay, method=method, model=model),
                 notes,
                 f"Table 3 D={delay} {method}",
             )
-            at = step if step is not None or run is None else final_eval_step(run, [benchmark])
-            ours(run, delay, method, at, "no run")
+            at = step
+            if at is None and seeds:
+                finals = {final_eval_step(run, [benchmark]) for run in seeds}
+                at = min((f for f in finals if f is not None), default=None)
+                if len(finals) > 1:
+                    notes.append(
+                        f"Table 3 D={delay} {method}: the seeds' last evaluations differ "
+                        f"({sorted(f for f in finals if f is not None)}); step {at} is used"
+                    )
+            ours(seeds, delay, method, at, "no run")
             reference(delay, method)
     notes.append(
         f"{benchmark}; percent; pass@k is the unbiased estimator from the sampled outputs "

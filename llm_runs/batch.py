@@ -8,7 +8,7 @@ per-token log-probs of a batch, by default on its real tokens packed into one se
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -33,7 +33,10 @@ class TrajectoryBatch:
     rewards: `[B, G]` float32 verifier rewards.
     truncated: `[B, G]` bool, the response hit the completion budget.
     prompt_index: `[B]` int64, index of each group's problem in the training pool.
-    behavior_version: learner version (optimizer updates) of the policy that generated it.
+    behavior_version: `[B]` int64, learner version (optimizer updates) of the policy snapshot that
+        generated each group, whose engine log-probs `engine_logprobs[b]` are. One value for a
+        batch of the fixed-delay or length-coupled schedules; groups of the worker schedule each
+        carry their own (`TrajectoryBatch.concat`). An int is accepted and broadcast to `[B]`.
     pad_id: padding token id.
     """
 
@@ -45,8 +48,25 @@ class TrajectoryBatch:
     rewards: Tensor
     truncated: Tensor
     prompt_index: Tensor
-    behavior_version: int
+    behavior_version: Tensor
     pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        b = self.rewards.shape[0]
+        version = torch.as_tensor(self.behavior_version, dtype=torch.long)
+        if version.ndim == 0:
+            version = version.expand(b).clone()
+        if version.shape != (b,):
+            raise ValueError(
+                f"TrajectoryBatch.behavior_version has shape {tuple(version.shape)}; it must be "
+                f"[B] = [{b}] (one snapshot version per group) or one int for all groups"
+            )
+        self.behavior_version = version
+
+    def version_lag(self, version: int) -> Tensor:
+        """`[B, G]` int64 lag `version - behavior_version[b]` of each trajectory."""
+        lag = version - self.behavior_version.to(self.rewards.device)
+        return lag.unsqueeze(-1).expand(self.rewards.shape).contiguous()
 
     @property
     def num_groups(self) -> int:
@@ -96,8 +116,60 @@ class TrajectoryBatch:
             rewards=self.rewards[sl],
             truncated=self.truncated[sl],
             prompt_index=self.prompt_index[sl],
-            behavior_version=self.behavior_version,
+            behavior_version=self.behavior_version[sl],
             pad_id=self.pad_id,
+        )
+
+    def trimmed(self) -> TrajectoryBatch:
+        """The same groups with no padding beyond the longest sequence and response (`S`, `T`
+        shrunk to what the groups use; `T >= 1`)."""
+        width = max(1, int((self.prompt_len + self.response_len).max()))
+        t = max(1, int(self.response_len.max()))
+        out = self.groups(0, self.num_groups)
+        out.input_ids = self.input_ids[..., :width]
+        out.engine_logprobs = self.engine_logprobs[..., :t]
+        if self.learner_logprobs is not None:
+            out.learner_logprobs = self.learner_logprobs[..., :t]
+        return out
+
+    @staticmethod
+    def concat(batches: Sequence[TrajectoryBatch]) -> TrajectoryBatch:
+        """One batch of the groups of `batches`, in order, each keeping its behavior version.
+
+        Token ids are right-padded (with the first batch's `pad_id`) to the longest `S`, log-probs
+        with zeros to the longest `T`; the batches must share `G` and `pad_id`, and either all or
+        none carry `learner_logprobs`.
+        """
+        if not batches:
+            raise ValueError("TrajectoryBatch.concat needs at least one batch")
+        first = batches[0]
+        if any(b.group_size != first.group_size or b.pad_id != first.pad_id for b in batches):
+            raise ValueError(
+                "TrajectoryBatch.concat: every batch must have the same group size G and pad_id, "
+                f"got G={[b.group_size for b in batches]}, pad_id={[b.pad_id for b in batches]}"
+            )
+        learner = [b.learner_logprobs for b in batches]
+        if any(x is None for x in learner) and not all(x is None for x in learner):
+            raise ValueError("TrajectoryBatch.concat: learner_logprobs must be set in all or none")
+        width = max(int(b.input_ids.shape[-1]) for b in batches)
+        t = max(b.response_width for b in batches)
+
+        def pad(x: Tensor, size: int, value: float) -> Tensor:
+            return torch.nn.functional.pad(x, (0, size - x.shape[-1]), value=value)
+
+        return TrajectoryBatch(
+            input_ids=torch.cat([pad(b.input_ids, width, first.pad_id) for b in batches]),
+            prompt_len=torch.cat([b.prompt_len for b in batches]),
+            response_len=torch.cat([b.response_len for b in batches]),
+            engine_logprobs=torch.cat([pad(b.engine_logprobs, t, 0.0) for b in batches]),
+            learner_logprobs=None
+            if learner[0] is None
+            else torch.cat([pad(x, t, 0.0) for x in learner]),  # type: ignore[arg-type]
+            rewards=torch.cat([b.rewards for b in batches]),
+            truncated=torch.cat([b.truncated for b in batches]),
+            prompt_index=torch.cat([b.prompt_index for b in batches]),
+            behavior_version=torch.cat([b.behavior_version for b in batches]),
+            pad_id=first.pad_id,
         )
 
     def to(self, device: torch.device | str) -> TrajectoryBatch:
@@ -125,7 +197,11 @@ def tensors_of(batch: Mapping[str, Any] | TrajectoryBatch) -> tuple[dict[str, Te
 
 
 def batch_from(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> TrajectoryBatch:
-    """Inverse of `tensors_of`."""
+    """Inverse of `tensors_of`.
+
+    A batch stored before per-group versions (older checkpoints kept `behavior_version` as one
+    int in the JSON part) is read with that version for every group.
+    """
     names = {f.name for f in fields(TrajectoryBatch)}
     values = {**{k: v for k, v in meta.items() if k in names}, **dict(tensors)}
     values.setdefault("learner_logprobs", None)

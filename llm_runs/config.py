@@ -8,6 +8,7 @@ names the new one (`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipe
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,9 @@ DTYPES = ("auto", *ENGINE_DTYPES)
 OPTIMIZERS = ("auto", "adamw", "adamw8bit")
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
+#: generation-time models of schedule "workers" a config can name (`gmc_grpo.staleness`; the
+#: "sampled" model takes a Python callable and is available from the core only)
+WORKER_GENERATION_TIMES = ("constant", "length_proportional", "exponential")
 LOGGERS = ("tensorboard", "wandb")
 # `TrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
 # what a record means. Checkpoints fall between rollout batches and hold every state the next
@@ -107,8 +111,11 @@ class TrainConfig(MethodSettings):
     total_steps: int = 800
     """optimizer updates (800: B.1 evaluates checkpoint 800)"""
     schedule: str = "fixed_delay"
-    """"fixed_delay" (FIFO of `delay` batches from the initial policy, B.1) or "length_coupled"
-    (`tau_ready = tau_launch + lam * L`, B.1)"""
+    """"fixed_delay" (FIFO of `delay` batches from the initial policy, B.1), "length_coupled"
+    (`tau_ready = tau_launch + lam * L`, B.1) or "workers" (`workers` rollout workers, each
+    generating one group at a time with the snapshot current at its launch; the learner takes the
+    `rollout_prompts` earliest completed groups, so a batch mixes lags: §2.2, Figure 1;
+    `gmc_grpo.staleness.WorkerSchedule`)"""
     delay: int = 0
     """`D` of the fixed-delay suite ({0, 32, 64, 128, 256, 512}, B.1), in learner updates: a
     rollout batch's first minibatch is consumed `D` updates after the policy that generated it
@@ -119,7 +126,20 @@ class TrainConfig(MethodSettings):
     max_launches: int = 400
     """cap of launches per warm-up or refill (400, B.1)"""
     length_unit_tokens: float = 100.0
-    """tokens per unit of `L` (our calibration; `llm_runs.train`, "Calibration")"""
+    """tokens per unit of `L` (our calibration; `llm_runs.train`, "Calibration"); also the unit of
+    the "length_proportional" generation time of schedule "workers\""""
+    workers: int = 16
+    """schedule "workers": `W` rollout workers (ours; the paper does not give its number); the
+    steady-state mean lag is `W / rollout_prompts` whatever the generation time"""
+    generation_time: str = "constant"
+    """schedule "workers": how long a group takes, "constant" (`time_scale`),
+    "length_proportional" (`time_scale * L`, `L` = the group's mean response length over
+    `length_unit_tokens`: long answers arrive late) or "exponential" (mean `time_scale`)"""
+    time_scale: float = 1.0
+    """schedule "workers": the constant duration, the rate per unit of `L`, or the exponential
+    mean (clock units; the clock is the generation-time model's)"""
+    update_time: float = 0.0
+    """schedule "workers": clock time of one learner update (0: instantaneous)"""
     # -- sampling ----------------------------------------------------------------------------------
     temperature: float = 1.0
     """rollout temperature (1.0, B.1); the engine's log-probs are those of the tempered
@@ -212,6 +232,11 @@ class TrainConfig(MethodSettings):
     """W&B project when "wandb" is in `log_to`"""
     progress: bool = True
     """show a progress bar"""
+    cache_dir: str | None = None
+    """folder shared by the runs of a suite: the initial policy (tiny model + warm-up) and the
+    rollouts of the initial policy (e.g. the FIFO fill), each built once and stored under a
+    content hash of everything it depends on (`llm_runs.cache`); None: nothing is shared. The
+    records are the same with and without it"""
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)  # type: ignore[assignment]
@@ -281,6 +306,26 @@ class TrainConfig(MethodSettings):
             raise bad("delay", "must be 0 with schedule 'length_coupled' (its lag is simulated)")
         if not self.lam >= 0:
             raise bad("lam", "must be >= 0")
+        if self.schedule == "workers":
+            if self.delay:
+                raise bad("delay", "must be 0 with schedule 'workers' (its lags are simulated)")
+            if self.inner_steps != 1:
+                raise bad(
+                    "inner_steps",
+                    "must be 1 with schedule 'workers' (each update takes the rollout_prompts "
+                    "earliest completed groups)",
+                )
+        if self.workers < 1:
+            raise bad("workers", "must be >= 1 (rollout workers W)")
+        check_choice(self, "generation_time", WORKER_GENERATION_TIMES)
+        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
+            raise bad("time_scale", "must be a finite number >= 0")
+        if self.generation_time == "exponential" and self.time_scale == 0:
+            raise bad("time_scale", "must be > 0 for exponential generation times")
+        if not (math.isfinite(self.update_time) and self.update_time >= 0):
+            raise bad("update_time", "must be a finite number >= 0 (0: an instantaneous learner)")
+        if self.update_time > 0 and self.time_scale == 0:
+            raise bad("time_scale", "must be > 0 when update_time > 0 (zero-time groups)")
         if self.max_launches < 1:
             raise bad("max_launches", "must be >= 1")
         if not self.length_unit_tokens > 0:

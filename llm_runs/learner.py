@@ -344,7 +344,7 @@ class Learner:
         """
         behavior = batch.behavior_logprobs(self.settings.behavior_source).float()
         mask = batch.response_mask()
-        lag = torch.full(batch.rewards.shape, version - batch.behavior_version, dtype=torch.long)
+        lag = batch.version_lag(version)  # [B, G]: each group's own snapshot
         self.optimizer.zero_grad(set_to_none=True)
         if self._norms_in_backward(self.settings):
             current, entropy, adv, extra = self.accumulate_with_baseline(batch, behavior)

@@ -74,18 +74,59 @@ def initial_model_dir(
     train_problems: Sequence[Any],
     notice: Callable[[str], None],
 ) -> Path:
-    """The policy at version 0 (building the tiny model and running the warm-up if asked)."""
+    """The policy at version 0 (building the tiny model and running the warm-up if asked).
+
+    With `config.cache_dir`, the built policy is stored there under `llm_runs.cache.
+    initial_policy_key` and shared by every run with the same inputs (built once); else it is
+    built into the run directory (`base_model/`, `initial_model/`).
+    """
     if config.tiny_model is None and not config.sft_steps:
         return Path(config.model)  # type: ignore[arg-type]
+    if config.cache_dir is None:
+        return out / _build_initial_policy(config, out, device, train_problems, notice)
+    from llm_runs.cache import cached_directory, initial_policy_key
+
+    key = initial_policy_key(config, device)
+    built: list[bool] = []
+
+    def build(folder: Path) -> str:
+        built.append(True)
+        return _build_initial_policy(config, folder, device, train_problems, notice)
+
+    path = cached_directory(
+        Path(config.cache_dir) / "initial_models",
+        key,
+        build,
+        {
+            "tiny_model": config.tiny_model,
+            "model": config.model,
+            "sft_steps": config.sft_steps,
+            "seed": config.seed,
+        },
+    )
+    if not built:
+        notice(f"initial policy from the cache: {path}")
+    return path
+
+
+def _build_initial_policy(
+    config: TrainConfig,
+    folder: Path,
+    device: torch.device,
+    train_problems: Sequence[Any],
+    notice: Callable[[str], None],
+) -> str:
+    """Build the initial policy into `folder`; return the name of its model folder there
+    (`base_model`: the tiny model without warm-up; `initial_model`: after the warm-up)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from llm_runs.tiny import build_tiny_qwen3
 
-    base = Path(config.model) if config.model else out / "base_model"
+    base = Path(config.model) if config.model else folder / "base_model"
     if config.tiny_model is not None:
         build_tiny_qwen3(base, **config.tiny_model)
     if not config.sft_steps:
-        return base
+        return "base_model"
     from llm_runs.arithmetic import supervised_warmup
 
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32, use_safetensors=True)
@@ -102,11 +143,11 @@ def initial_model_dir(
     notice(
         f"supervised warm-up: {config.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
     )
-    initial = out / "initial_model"
+    initial = folder / "initial_model"
     model.save_pretrained(initial, safe_serialization=True)
     tokenizer.save_pretrained(initial)
     (initial / "warmup_losses.json").write_text(json.dumps(losses))
-    return initial
+    return "initial_model"
 
 
 def load_policy(

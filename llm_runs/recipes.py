@@ -31,8 +31,12 @@ def recipe_path(recipe: str) -> Path:
     )
 
 
-def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
-    """The config values of a recipe (and of one of its runs)."""
+def load_recipe(recipe: str, run: str | None = None, *, base_only: bool = False) -> dict[str, Any]:
+    """The config values of a recipe (and of one of its runs).
+
+    base_only: without `run`, return the base values of a suite recipe instead of refusing it (a
+    suite over seeds and methods sets the method itself).
+    """
     path = recipe_path(recipe)
     data = read_json_config(path, "recipe")
     values = data.get("config", {})
@@ -51,6 +55,8 @@ def load_recipe(recipe: str, run: str | None = None) -> dict[str, Any]:
         if not isinstance(runs[run], dict):
             raise ValueError(f"recipe {path}: run {run!r} must be a JSON object of values")
         values.update(runs[run])
+    elif runs and base_only:
+        pass
     elif runs and data.get("default_run") is not None:
         values.update(runs[data["default_run"]])
     elif runs:

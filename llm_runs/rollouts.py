@@ -1,12 +1,16 @@
 """The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
 
 `RolloutProducer.produce(version)` takes the next `rollout_prompts` problems of the training pool
-(consecutive slices of a seeded permutation per epoch), samples `group_size` completions of
+(consecutive slices of a seeded permutation per epoch, the "prompt stream"), samples `group_size` completions of
 each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
 engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
 sampling log-probs (the behavior policy's, recorded at generation), rewards, truncation flags.
 Before generating, the engine is given the learner's weights when the learner has moved since
-the last copy (`sync`), so every batch comes from the current policy version.
+the last copy (`sync`), so every batch comes from the current policy version. Under the worker
+schedule, `produce_groups` generates the next `count` group launches in one engine call and
+returns one single-group batch per launch (group launch `k` = position `k` of the prompt stream).
+Rollouts of version 0 (the initial policy) come from the shared cache when the run has one
+(`llm_runs.cache.RolloutCache`).
 
 The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
 prompt of `llm_runs.prompts` (cut at `max_prompt_tokens`) scored by math-verify
@@ -85,7 +89,9 @@ class RolloutProducer:
 
     engine: a `RolloutEngine` (`llm_runs.engines`); task: prompts and stops; problems: the
     training pool; reward_fn: replaces the config's reward when given; scorer: the math-verify
-    `Scorer` (reward "math_verify"). `launches` counts the batches produced (checkpointed).
+    `Scorer` (reward "math_verify"); cache: a `llm_runs.cache.RolloutCache` that stores and
+    serves the version-0 rollouts. `launches` counts the batches produced, or the groups under
+    the worker schedule (checkpointed).
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class RolloutProducer:
         scorer: Any = None,
         engine_version: int = 0,
         launches: int = 0,
+        cache: Any = None,
     ) -> None:
         self.config = config
         self.engine = engine
@@ -110,6 +117,7 @@ class RolloutProducer:
         self.scorer = scorer
         self.engine_version = engine_version  # learner version whose weights the engine holds
         self.launches = launches
+        self.cache = cache  # `llm_runs.cache.RolloutCache` of version-0 rollouts, or None
         self.seconds = 0.0  # generation time since the last `take_seconds`
         self._perms: dict[int, list[int]] = {}
 
@@ -128,12 +136,12 @@ class RolloutProducer:
 
     # -- one batch -------------------------------------------------------------------------------
 
-    def prompt_indices(self, launch: int) -> list[int]:
-        """Problems of launch `launch`: consecutive slices of seeded per-epoch permutations."""
+    def stream_indices(self, start: int, count: int) -> list[int]:
+        """Problems at positions `[start, start + count)` of the run's prompt stream: consecutive
+        slices of seeded per-epoch permutations of the training pool."""
         n = len(self.problems)
-        r = self.config.rollout_prompts
         out = []
-        for k in range(launch * r, (launch + 1) * r):
+        for k in range(start, start + count):
             epoch, pos = divmod(k, n)
             if epoch not in self._perms:
                 gen = torch.Generator().manual_seed(self.config.seed * SEED_STRIDE + epoch)
@@ -141,20 +149,57 @@ class RolloutProducer:
             out.append(self._perms[epoch][pos])
         return out
 
+    def prompt_indices(self, launch: int) -> list[int]:
+        """Problems of batch launch `launch`: stream positions `[launch B, (launch + 1) B)`."""
+        r = self.config.rollout_prompts
+        return self.stream_indices(launch * r, r)
+
     def produce(self, model: torch.nn.Module, version: int) -> TrajectoryBatch:
-        """A rollout batch of the learner's policy at `version` (`model` holds its weights).
+        """A rollout batch of `rollout_prompts` groups of the learner's policy at `version`
+        (`model` holds its weights): the next batch launch, stream positions `[l B, (l + 1) B)`.
 
         With `behavior_logprobs="learner"` or `learner_logprobs_at_generation`, the learner's
         log-probs of the batch are computed now too (one forward pass).
         """
-        from llm_runs.engines.base import SamplingConfig
-
-        t0 = time.perf_counter()
-        self.sync(model, version)
-        config = self.config
         launch = self.launches
         self.launches += 1
-        indices = self.prompt_indices(launch)
+        r = self.config.rollout_prompts
+        return self._produce(model, version, launch * r, r, f"launch {launch}")
+
+    def produce_groups(
+        self, model: torch.nn.Module, version: int, count: int
+    ) -> list[TrajectoryBatch]:
+        """The next `count` group launches of the worker schedule, in one engine call: one
+        single-group batch each (trimmed to its own lengths), group launch `k` being stream
+        position `k` (so groups `l B .. l B + B - 1` hold exactly batch launch `l`'s samples)."""
+        start = self.launches
+        self.launches += count
+        block = self._produce(model, version, start, count, f"group launches {start}..")
+        return [block.groups(i, i + 1).trimmed() for i in range(count)]
+
+    def _produce(
+        self, model: torch.nn.Module, version: int, start: int, count: int, what: str
+    ) -> TrajectoryBatch:
+        """`count` groups at stream positions `[start, start + count)` from the policy at
+        `version`; version-0 rollouts come from (or go to) the shared cache when there is one."""
+        t0 = time.perf_counter()
+        self.sync(model, version)
+        if version == 0 and self.cache is not None:
+            batch = self.cache.get_or_build(
+                start, count, lambda: self._generate(model, version, start, count, what)
+            )
+        else:
+            batch = self._generate(model, version, start, count, what)
+        self.seconds += time.perf_counter() - t0
+        return batch
+
+    def _generate(
+        self, model: torch.nn.Module, version: int, start: int, count: int, what: str
+    ) -> TrajectoryBatch:
+        from llm_runs.engines.base import SamplingConfig
+
+        config = self.config
+        indices = self.stream_indices(start, count)
         problems = [self.problems[i] for i in indices]
         g = config.group_size
         sampling = SamplingConfig(
@@ -163,11 +208,11 @@ class RolloutProducer:
             top_p=config.top_p,
             max_tokens=config.max_completion_tokens,
             stop=self.task.stop,
-            # one stream per sample across the whole run: launch l's samples start at l B G
-            seed=config.seed * SEED_STRIDE + launch * len(indices) * g,
+            # one stream per sample across the whole run: stream position k's samples start at k G
+            seed=config.seed * SEED_STRIDE + start * g,
         )
         samples = self.engine.generate([self.task.prompt(p.problem) for p in problems], sampling)
-        batch = self._to_batch(samples, problems, indices, version)
+        batch = self._to_batch(samples, problems, indices, version, what)
         if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
             batch.learner_logprobs = batch_logprobs(
                 model,
@@ -176,7 +221,6 @@ class RolloutProducer:
                 config.groups_per_micro,
                 packed=config.packed_sequences,
             )
-        self.seconds += time.perf_counter() - t0
         return batch
 
     def rewards(self, texts: Sequence[str], references: Sequence[str]) -> list[float]:
@@ -195,7 +239,7 @@ class RolloutProducer:
         assert self.scorer is not None
         return [float(v) for v in self.scorer.score(list(texts), list(references))]
 
-    def _to_batch(self, samples, problems, indices, version: int) -> TrajectoryBatch:
+    def _to_batch(self, samples, problems, indices, version: int, what: str) -> TrajectoryBatch:
         """Check the engine's output (counts, NaN log-probs) and pack it into tensors."""
         g = self.config.group_size
         if len(samples) != len(problems) or any(len(s) != g for s in samples):
@@ -209,7 +253,7 @@ class RolloutProducer:
                 if not bool(torch.isfinite(values).all()):
                     raise ValueError(
                         f"the rollout engine returned non-finite (NaN/inf) log-probs for prompt "
-                        f"{p} sample {j} of launch {self.launches - 1}: the behavior log-probs "
+                        f"{p} sample {j} of {what}: the behavior log-probs "
                         "are unusable; check the engine's dtype and sampling settings"
                     )
                 if not s.prompt_token_ids:

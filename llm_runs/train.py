@@ -21,6 +21,22 @@ policy when it needs one and hands back the batch to consume (fixed delay `D`: t
 minibatches of whole groups, each one optimizer update; one row per update goes to
 `metrics.jsonl`, evaluations to `evals.jsonl`, checkpoints to `checkpoints/step_<N>/`.
 
+**Rollout workers** (`schedule="workers"`, §2.2 and Figure 1; `gmc_grpo.staleness.WorkerSchedule`):
+the schedule asks for ONE group per launch, from the snapshot current at that launch, and the
+learner takes the `rollout_prompts` earliest completed groups. The consumed groups are joined into
+one `TrajectoryBatch` whose `behavior_version` is `[B]`: each group keeps the engine log-probs its
+own snapshot recorded, the learner's ratio uses them group by group and A-3PO gets each group's
+lag (`TrajectoryBatch.version_lag`). The launches of one `schedule.next` call all use the same
+snapshot and at least `W` (at the start) plus the groups missing from a full batch are known in
+advance: those are generated in one engine call (`generate_group`). Group launch `k` is position
+`k` of the prompt stream with its own sampling streams, so groups `l B .. l B + B - 1` hold exactly
+the samples of batch launch `l` of the other schedules. Rows log the batch's mean, min, max and
+std of the lags; `summary.json`'s `lag_statistics` gives their distribution over groups.
+
+**Shared work** (`cache_dir`, `llm_runs.cache`): the runs of a suite (`llm_runs.suite`) share the
+warmed-up initial policy and the rollouts of version 0 (the FIFO fill), each stored under a content
+hash of everything it depends on; the records are the same with and without it.
+
 **Which log-probs the ratio uses.** By default (`behavior_logprobs="engine"`) the ratio's `mu` is
 the engine's per-token sampling log-prob recorded at generation time: the exact behavior policy
 that generated the rollout (Appendix B.1). `"learner"` uses the learner's own log-probs of the
@@ -50,6 +66,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -66,7 +83,13 @@ from gmc_grpo.records import (
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config
 from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
-from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule
+from gmc_grpo.staleness import (
+    FixedDelaySchedule,
+    LengthCoupledSchedule,
+    ScheduleConfig,
+    lag_statistics,
+    make_schedule,
+)
 from llm_runs import checkpoint as ckpt
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
@@ -231,6 +254,19 @@ class Trainer:
             launches = int(state["counters"]["launches"])
             self.notice(f"resumed from {self.resume_from} at step {self.step}")
         engine = self._make_engine(model_dir)
+        cache = None
+        if config.cache_dir is not None:
+            from llm_runs.cache import RolloutCache, initial_policy_key, rollout_key
+
+            overrides = {
+                "reward_fn": getattr(self.reward_fn, "__qualname__", None),
+                "engine_factory": getattr(self.engine_factory, "__qualname__", None),
+                "placement": repr(placement),
+            }
+            key = rollout_key(
+                config, initial_policy_key(config, placement.learner_device), overrides
+            )
+            cache = RolloutCache(config.cache_dir, key)
         self.scorer = None
         if config.reward == "math_verify" or (self.eval_sets and config.task == "math"):
             from llm_runs.scoring import Scorer
@@ -247,7 +283,10 @@ class Trainer:
             scorer=self.scorer,
             engine_version=self.step,
             launches=launches,
+            cache=cache,
         )
+        self._prefetched: deque[TrajectoryBatch] = deque()
+        self._launch_budget = 0
         self.evaluator = Evaluator(config, self.eval_sets, engine, self.task, self.scorer)
 
     def _make_schedule(self) -> Any:
@@ -263,10 +302,25 @@ class Trainer:
                 max_launches=config.max_launches,
                 length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
             )
+        if config.schedule == "workers":
+            return make_schedule(
+                ScheduleConfig(
+                    name="workers",
+                    num_workers=config.workers,
+                    groups_per_update=config.rollout_prompts,
+                    generation_time=config.generation_time,
+                    time_scale=config.time_scale,
+                    update_time=config.update_time,
+                    seed=config.seed,
+                    length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
+                ),
+                length_of=self._length_of,
+            )
         raise ValueError(f"the LLM trainer cannot build schedule {config.schedule!r} yet")
 
     def _length_of(self, batch: TrajectoryBatch) -> float:
-        """`L` of a batch: mean response length in units of `length_unit_tokens`."""
+        """`L` of a batch (or of one group): mean response length in units of
+        `length_unit_tokens`."""
         return float(batch.response_len.float().mean()) / self.config.length_unit_tokens
 
     def _make_engine(self, model_dir: Path) -> Any:
@@ -294,9 +348,42 @@ class Trainer:
             raise RuntimeError(f"asked for a batch of version {version} at step {self.step}")
         return self.rollouts.produce(self.model, version)
 
+    def generate_group(self, version: int) -> TrajectoryBatch:
+        """ONE group from the current policy, for the worker schedule (one call per launch).
+
+        The launches of one `schedule.next` call all use the snapshot of `version`, and at least
+        `_launch_budget` of them are known in advance (`W` at the start, then the groups missing
+        from a full batch): those are generated in one engine call and handed out one by one.
+        Launches beyond the budget (groups completing during a learner update of `update_time >
+        0`) are generated one at a time, so nothing is generated that the schedule does not
+        launch, and group launch `k` always holds the same prompt and sampling streams.
+        """
+        if version != self.step:
+            raise RuntimeError(f"asked for a group of version {version} at step {self.step}")
+        if not self._prefetched:
+            count = max(1, self._launch_budget)
+            self._prefetched.extend(self.rollouts.produce_groups(self.model, version, count))
+            self._launch_budget -= count
+        return self._prefetched.popleft()
+
+    def next_batches(self) -> list[TrajectoryBatch]:
+        """The batches the schedule hands the learner at the current step (worker schedule: the
+        `B` consumed groups joined into one batch, each with its own behavior version)."""
+        if self.config.schedule != "workers":
+            return [entry.batch for entry in self.schedule.next(self.step, self.generate)]
+        schedule = self.schedule
+        started = schedule.started
+        self._launch_budget = (0 if started else schedule.num_workers) + max(
+            0, schedule.groups_per_update - len(schedule.buffer)
+        )
+        entries = schedule.next(self.step, self.generate_group)
+        self._launch_budget = 0
+        assert not self._prefetched, "prefetched groups left over (launch budget overestimated)"
+        return [TrajectoryBatch.concat([entry.batch for entry in entries])]
+
     def update(self, minibatch: TrajectoryBatch) -> dict[str, Any]:
         """One optimizer update on `minibatch`; returns its metrics row."""
-        lag = self.step - minibatch.behavior_version
+        lags = self.step - minibatch.behavior_version  # [B], one per group
         metrics = self.learner.step(minibatch, self.step)
         row: dict[str, Any] = {
             "step": self.step,
@@ -304,12 +391,15 @@ class Trainer:
             "reward/std": float(minibatch.rewards.std()),
             "response/length_mean": float(minibatch.response_len.float().mean()),
             "response/truncated_frac": float(minibatch.truncated.float().mean()),
-            "staleness/lag": float(lag),
-            "staleness/lag_max": lag,
-            "staleness/behavior_version": minibatch.behavior_version,
+            "staleness/lag": float(lags.double().mean()),
+            "staleness/lag_max": int(lags.max()),
+            "staleness/behavior_version": int(minibatch.behavior_version.min()),
         }
+        if self.config.schedule == "workers":  # groups of one batch carry their own lags
+            row["staleness/lag_min"] = int(lags.min())
+            row["staleness/lag_std"] = float(lags.double().std(unbiased=False))
         learner_at_behavior = minibatch.learner_logprobs
-        if learner_at_behavior is None and lag == 0:  # the current policy is the behavior one
+        if learner_at_behavior is None and int(lags.max()) == 0:  # current policy = behavior
             learner_at_behavior = self.learner.last_logprobs
         if learner_at_behavior is not None:
             maskf = minibatch.response_mask().float()
@@ -383,10 +473,10 @@ class Trainer:
             if config.eval_every and self.step % config.eval_every == 0:
                 self.evaluate(writer)
             while self.step < config.total_steps:
-                for entry in self.schedule.next(self.step, self.generate):
+                for batch in self.next_batches():
                     per = config.minibatch_groups
                     for k in range(config.inner_steps):
-                        row = self.update(entry.batch.groups(k * per, (k + 1) * per))
+                        row = self.update(batch.groups(k * per, (k + 1) * per))
                         writer.log_metrics(row)
                         self.sinks.log(row)
                         if progress is not None:
@@ -419,6 +509,19 @@ class Trainer:
                 self.scorer.close()
             self.rollouts.engine.close()
 
+    def lag_statistics(self) -> dict[str, float] | None:
+        """The realised lags over groups, as in Theorem 1 (`gmc_grpo.staleness.lag_statistics`:
+        mean, `tau2`, `tau4`, max, within-batch spread), per consumed rollout batch; None before
+        the first update. Under the fixed-delay and length-coupled schedules every group of a
+        batch has the batch's lag."""
+        if not self.schedule.realised_lags:
+            return None
+        per_batch = self.schedule.lags_per_batch
+        if self.config.schedule != "workers":
+            groups = self.config.rollout_prompts
+            per_batch = [[lag for lag in batch for _ in range(groups)] for batch in per_batch]
+        return lag_statistics(per_batch)
+
     def _summary(self, seconds: float) -> dict[str, Any]:
         rows = read_jsonl(self.out / "metrics.jsonl")
         rewards = [r["reward/mean"] for r in rows]
@@ -432,6 +535,7 @@ class Trainer:
             "reward_first_10pct": sum(rewards[:k]) / k if rewards else None,
             "reward_last_10pct": sum(rewards[-k:]) / k if rewards else None,
             "lag_mean": sum(lags) / len(lags) if lags else None,
+            "lag_statistics": self.lag_statistics(),
             "seconds_this_session": seconds,
             "optimizer": self.optimizer_name,
             "checkpoint": str(ckpt.latest_checkpoint(self.out)),

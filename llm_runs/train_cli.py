@@ -15,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import read_json_config
-from llm_runs.config import TrainConfig
+from gmc_grpo.staleness import SCHEDULE_NAMES
+from llm_runs.config import WORKER_GENERATION_TIMES, TrainConfig
 from llm_runs.engines.factory import ENGINES
 from llm_runs.recipes import config_from_values, load_recipe
+from llm_runs.suite import SuiteConfig
 
 DESCRIPTION = """Train a causal LM with GRPO, TIC-GRPO, GMC-GRPO, VCPO, GAC, A-3PO (or a method
-registered in gmc_grpo.methods) under a fixed delay or the simulated length-coupled
-asynchronous pipeline (Appendix B.1). Writes
+registered in gmc_grpo.methods) under a fixed delay, the simulated length-coupled
+asynchronous pipeline (Appendix B.1) or rollout workers whose groups carry their own lags
+(§2.2, Figure 1). --seeds/--methods/--delays run a suite and its paired analysis. Writes
 OUT/config.json, OUT/metrics.jsonl (one row per update), OUT/evals.jsonl, OUT/checkpoints/ and
 OUT/summary.json. Values come from a recipe (llm_runs/configs/*.json) and/or a JSON config file;
 flags override both."""
@@ -29,6 +32,10 @@ flags override both."""
 EPILOG = """examples:
   gmc-grpo llm train --recipe tiny                       # CPU demonstration, minutes
   gmc-grpo llm train --recipe tiny_delay --run gmc       # tiny model under delay 16
+  gmc-grpo llm train --recipe tiny_delay --seeds 0,1,2,3 --methods grpo,tic,gmc \
+      --out runs/tiny_suite                              # a suite: one run per (method, seed)
+  gmc-grpo llm train --recipe tiny --schedule workers --workers 24 \
+      --generation-time length_proportional            # groups with their own lags
   gmc-grpo llm train --recipe fixed_delay_qwen3_1p7b --run gmc_d128 \\
       --model models/Qwen3-1.7B-Base --data-dir data/ --out runs/gmc_d128
   gmc-grpo llm train --out runs/gmc_d128 --resume ...    # continue from the newest checkpoint
@@ -53,6 +60,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fixed delay D in learner updates: a rollout batch is first used D updates after "
         "the policy that generated it (with inner_steps > 1 its later minibatches D+1, ...); "
         "a multiple of inner_steps, smaller than the total updates",
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULE_NAMES,
+        help="staleness schedule: fixed_delay (FIFO of D batches), length_coupled (simulated "
+        "pipeline) or workers (W rollout workers, one group each; a batch mixes lags)",
+    )
+    parser.add_argument("--workers", type=int, help="schedule workers: rollout workers W")
+    parser.add_argument(
+        "--generation-time",
+        choices=WORKER_GENERATION_TIMES,
+        help="schedule workers: how long a group takes (constant; length_proportional: "
+        "time-scale x mean response length / length_unit_tokens; exponential)",
+    )
+    suite = parser.add_argument_group(
+        "suite over seeds and methods (any of these runs one `llm train` per cell into OUT/"
+        "<method>_d<D>_seed<s>/, then the paired analysis OUT/suite_summary.{json,md})"
+    )
+    suite.add_argument("--seeds", help="comma-separated seeds, e.g. 0,1,2")
+    suite.add_argument("--methods", help="comma-separated methods, e.g. grpo,tic,gmc")
+    suite.add_argument("--delays", help="comma-separated fixed delays, e.g. 0,16")
+    suite.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="worker processes (default 0: one per core, at most 2); each run uses one thread, "
+        "so the records do not depend on this",
+    )
+    suite.add_argument(
+        "--no-share",
+        action="store_true",
+        help="do not share the initial policy and its rollouts between runs (OUT/cache)",
     )
     parser.add_argument("--steps", type=int, help="total optimizer updates")
     parser.add_argument(
@@ -92,10 +131,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def is_suite(args: argparse.Namespace) -> bool:
+    """Any of `--seeds`, `--methods`, `--delays` asks for a suite."""
+    return any(getattr(args, name, None) for name in ("seeds", "methods", "delays"))
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(item) for item in text.split(",") if item.strip())
+    except ValueError:
+        raise ValueError(f"{flag} expects comma-separated integers, got {text!r}") from None
+
+
+def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[str, Any]:
+    """The `TrainConfig` values of the recipe, the config file and the flags."""
     values: dict[str, Any] = {}
     if args.recipe:
-        values.update(load_recipe(args.recipe, args.run))
+        values.update(load_recipe(args.recipe, args.run, base_only=suite))
     elif args.run:
         raise ValueError("--run needs --recipe")
     if args.config:
@@ -110,6 +162,9 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         "total_steps": args.steps,
         "seed": args.seed,
         "engine": args.engine,
+        "schedule": args.schedule,
+        "workers": args.workers,
+        "generation_time": args.generation_time,
     }
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.model is not None:
@@ -134,11 +189,60 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
                 "give --out (or a --recipe, whose name makes the default run directory)"
             )
         name = Path(args.recipe).stem + (f"_{args.run}" if args.run else "")
-        values["out"] = str(Path("runs") / name)
-    return config_from_values(values)
+        values["out"] = str(Path("runs") / (name + ("_suite" if suite else "")))
+    return values
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    return config_from_values(values_from_args(args))
+
+
+def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
+    """The suite of `--seeds`, `--methods`, `--delays` (each defaulting to the config's value)."""
+    values = values_from_args(args, suite=True)
+    if args.resume:
+        raise ValueError("--resume: a suite resumes its unfinished runs by itself; drop --resume")
+    if args.method and args.methods:
+        raise ValueError("give --method (one run) or --methods (a suite), not both")
+    if args.delay is not None and args.delays:
+        raise ValueError("give --delay (one delay) or --delays (a suite), not both")
+    seeds = _int_list(args.seeds, "--seeds") if args.seeds else (int(values.get("seed", 0)),)
+    methods = (
+        tuple(m.strip() for m in args.methods.split(",") if m.strip())
+        if args.methods
+        else (values.get("method", "gmc"),)
+    )
+    delays = _int_list(args.delays, "--delays") if args.delays else None
+    out = values.pop("out")
+    return SuiteConfig(
+        out=out,
+        base=values,
+        seeds=seeds,
+        methods=methods,
+        delays=delays,
+        processes=args.processes,
+        share=not args.no_share,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if is_suite(args):
+        from llm_runs.suite import run_suite, suite_markdown
+
+        suite = suite_from_args(args)
+        total = len(suite.runs())
+        done: list[str] = []
+
+        def report(cell, summary) -> None:
+            done.append(cell.out)
+            reward = summary.get("reward_last_10pct")
+            text = f"{reward:.3f}" if isinstance(reward, (int, float)) else "-"
+            print(f"[suite {len(done)}/{total}] {cell.out}: final reward {text}", flush=True)
+
+        analysis = run_suite(suite, on_run=report if not args.no_progress else None)
+        print(suite_markdown(analysis))
+        print(f"suite summary: {Path(suite.out) / 'suite_summary.md'}")
+        return 0
     from gmc_grpo.resume import ResumeRequest
     from llm_runs.train import train
 

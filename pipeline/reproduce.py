@@ -20,6 +20,7 @@ from typing import Any
 
 from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from pipeline.llm_stage import llm_suite_settings
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     import torch
 
     from pipeline.toy import draw_figures
-    from toy_mdps.train.analysis import experiment_markdown
+    from toy_mdps.train.analysis import VERDICTS, experiment_markdown
     from toy_mdps.train.config import QUICK_EXPERIMENTS, ExperimentConfig, shipped_experiment
     from toy_mdps.train.run import run_experiment
 
@@ -160,7 +161,7 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
         summaries[config.name] = summary
         parts.append(experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}"))
     claims = [c for s in summaries.values() for c in s.get("orderings", [])]
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in TRAIN_VERDICTS}
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
     headline = (
         f"{counts['holds']} of {len(claims)} orderings hold on the toy MDPs (paired 95% "
         f"intervals over seeds), {counts['not significant']} not significant, "
@@ -184,74 +185,6 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
         interior = sum(t is not None and t["verdict"] == "holds" for t in tests)
         headline += f"; significantly interior eps*: {interior} of {len(tests)} cells"
     return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
-
-
-def _reward_windows(rows: list[dict[str, Any]], width: int = 15) -> tuple[float, float]:
-    """Mean `reward/mean` of the first and the last `width` updates."""
-    rewards = [r["reward/mean"] for r in rows if "reward/mean" in r]
-    if not rewards:
-        raise RuntimeError("the run logged no reward/mean")
-    first, last = rewards[:width], rewards[-width:]
-    return sum(first) / len(first), sum(last) / len(last)
-
-
-TRAIN_VERDICTS = ("holds", "not significant", "does not hold")  # toy_mdps.train.analysis
-
-
-# (recipe, run within the recipe): the tiny CPU demonstration, then three methods under D = 16
-LLM_TINY_RUNS: tuple[tuple[str, str | None], ...] = (
-    ("tiny", None),
-    ("tiny_delay", "grpo"),
-    ("tiny_delay", "tic"),
-    ("tiny_delay", "gmc"),
-)
-
-
-def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
-    """The tiny CPU recipe of the Qwen3 track (random-init tiny Qwen3, arithmetic task, HF engine).
-
-    `gmc-grpo llm train --recipe tiny` (GMC, D = 0), then `--recipe tiny_delay` for GRPO, TIC and
-    GMC under a fixed delay of 16 updates. Resumable: a finished run is read back, not rerun.
-    """
-    from gmc_grpo.records import read_run
-    from llm_runs import cli as llm_cli
-
-    lines = [
-        "Tiny random-init Qwen3 (2 layers, hidden 128) after a short supervised warm-up on additions "
-        "with answers in `\\boxed{}`, then RL with the full pipeline (HF rollout engine, staleness "
-        "schedule, learner, checkpoints). Not a paper setting; one seed.",
-        "",
-        "| recipe | method | delay | reward, first 15 updates | reward, last 15 updates |",
-        "| --- | --- | ---: | ---: | ---: |",
-    ]
-    finals = {}
-    for recipe, run in LLM_TINY_RUNS:
-        name = recipe + (f"_{run}" if run else "")
-        run_dir = out_dir / name
-        if not (run_dir / "summary.json").exists():
-            argv = ["train", "--recipe", recipe, "--out", str(run_dir), "--no-progress"]
-            if run:
-                argv += ["--run", run]
-            code = llm_cli.main(argv)
-            if code != 0:
-                raise RuntimeError(f"gmc-grpo llm train {' '.join(argv[1:])} exited with {code}")
-        record = read_run(run_dir)
-        first, last = _reward_windows(record.metrics)
-        config = record.config["config"]
-        finals[name] = last
-        lines.append(
-            f"| {recipe} | {config['method']} | {config['delay']} | {first:.3f} | {last:.3f} |"
-        )
-    lines.append("")
-    lines.append(
-        f"Run records: `{out_dir.name}/<recipe>[_<method>]/` (metrics.jsonl, evals.jsonl)."
-    )
-    first, last = _reward_windows(read_run(out_dir / "tiny").metrics)
-    return {
-        "headline": f"tiny recipe reward {first:.2f} -> {last:.2f}; D = 16: "
-        + ", ".join(f"{k.split('_')[-1]} {v:.2f}" for k, v in finals.items() if k != "tiny"),
-        "markdown": "\n".join(lines) + "\n",
-    }
 
 
 STAGES: tuple[Stage, ...] = (
@@ -279,9 +212,9 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_tiny",
-        "Qwen3 track on a CPU: the tiny recipe, and GRPO/TIC/GMC under a delay",
-        "pipeline.reproduce:llm_tiny_stage",
-        (("runs", [f"{r}:{m}" for r, m in LLM_TINY_RUNS]),),
+        "Qwen3 track on a CPU: GRPO/TIC/GMC under a delay, paired over seeds",
+        "pipeline.llm_stage:llm_tiny_stage",
+        llm_suite_settings(),
     ),
     Stage(
         "figures",

@@ -88,8 +88,12 @@ def write_train_run(
     steps: int = 40,
     eval_every: int = 10,
     benchmarks: tuple[str, ...] = ("math500",),
+    seed: int | None = None,
+    shift: float = 0.0,
 ) -> Path:
-    """A training run directory as `gmc-grpo llm train` writes it."""
+    """A training run directory as `gmc-grpo llm train` writes it. `seed` (written to the config
+    when given) and `shift`, added to every reward, removed mass, KL and evaluation score, make
+    the seeds of one setting."""
     path = root / name
     config = {
         "out": str(path),
@@ -102,12 +106,21 @@ def write_train_run(
         "eps_high": 0.28,
         "total_steps": steps,
     }
+    if seed is not None:
+        config["seed"] = seed
     with RunWriter(path, config) as writer:
         for step in range(steps):
-            writer.log_metrics(metric_row(step, method, delay))
+            row = metric_row(step, method, delay)
+            for key in ("reward/mean", "ratio/removed_mass", "ratio/kl_estimate"):
+                row[key] += shift
+            writer.log_metrics(row)
         if eval_every:
             for step in range(0, steps + 1, eval_every):
                 for row in eval_rows(step, method, benchmarks):
+                    for key in ("accuracy", "avg_at_n"):
+                        if key in row:
+                            row[key] += shift
+                    row["pass_at_k"] = {k: v + shift for k, v in row["pass_at_k"].items()}
                     writer.log_eval(row)
         writer.write_summary({"steps": steps})
     return path

@@ -98,3 +98,29 @@ def test_stabilisation_step_and_interval() -> None:
     assert hi - center == pytest.approx(2.2622 * 2 * (55 / 6) ** 0.5 / 10**0.5, rel=1e-3)
     assert batch_means_interval([1.0, 2.0] * 10)[1:] == (1.5, 1.5)  # equal blocks: no spread
     assert batch_means_interval([1.0]) is None
+
+
+def test_seeds_of_one_setting_make_one_point_with_an_interval(tmp_path: Path) -> None:
+    """Two seeds of TIC and GMC at D = 4 (removed mass and KL shifted by 0 and +0.01): one point
+    per method, the mean over seeds with a Student-t interval; the bound check is per seed."""
+    from gmc_grpo.stats import t_quantile
+
+    for method in ("tic", "gmc"):
+        for seed, shift in enumerate((0.0, 0.01)):
+            write_train_run(
+                tmp_path, f"{method}-s{seed}", method=method, delay=4, seed=seed, shift=shift
+            )
+    data = bounds_data(discover([tmp_path]), "fixed_delay")
+    assert len(data.points) == 2
+    point = next(p for p in data.points if p["method"] == "gmc")
+    assert point["seeds"] == 2 and len(point["per_seed"]) == 2
+    rows = [metric_row(s, "gmc", 4) for s in range(4, 40)]
+    removed = sum(r["ratio/removed_mass"] for r in rows) / len(rows)
+    assert point["removed_mass"] == pytest.approx(removed + 0.005)
+    half = t_quantile(1) * (0.01 / 2**0.5) / 2**0.5
+    assert point["removed_mass_hi"] - point["removed_mass"] == pytest.approx(half)
+    assert point["kl_hi"] - point["kl"] == pytest.approx(half)
+    check = next(c for c in data.checks if c["claim"].startswith("removed mass <="))
+    assert check["detail"].startswith("4 of 4 GMC/TIC runs")
+    fig = plot_bounds_vs_runs(data)
+    pyplot().close(fig)

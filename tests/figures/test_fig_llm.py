@@ -160,7 +160,12 @@ def test_table3_cells_equal_the_eval_values(runs: list[Run]) -> None:
         assert ours[f"pass@{k}"] == pytest.approx(100 * min(1.0, sampled * (1 + 0.1 * i)))
     assert _row(table, delay=64, method="grpo", source="ours")["found"] is False
     assert _row(table, delay=None, method="base", source="ours")["run"] == "base"
-    assert _row(table, delay=512, method="gmc", source="paper")["pass@16"] == 83.40
+    # rows for the delays the records have (0, 64, 128), the paper's beside them; asked for, the
+    # paper's other delays appear with their reference rows and our cells missing
+    assert sorted({d["delay"] for d in table.data if d["delay"] is not None}) == [0, 64, 128]
+    everything = llm.table3_data(runs, delays=paper.TABLE3_DELAYS)
+    assert _row(everything, delay=512, method="gmc", source="paper")["pass@16"] == 83.40
+    assert _row(everything, delay=512, method="gmc", source="ours")["found"] is False
     at_800 = llm.table3_data(runs, step=800)
     assert _row(at_800, delay=128, method="tic", source="ours")["greedy"] is None
 
@@ -181,3 +186,50 @@ def test_table4_cells_and_delta(runs: list[Run]) -> None:
     assert _row(table, checkpoint=20, group_size=32, source="ours")["found"] is False
     assert _row(table, checkpoint=200, group_size=32, source="paper")["delta"] == 7.10
     assert "missing (no run)" in table.markdown()
+
+
+def test_seeds_of_one_setting_are_drawn_as_a_mean_with_a_band(tmp_path: Path) -> None:
+    """Three seeds of GMC and TIC at D = 16 (configs equal but for the seed; scores shifted by
+    -0.02, 0, +0.02): Figure 2's panels are the delays present (only 16), each curve is the mean
+    over seeds with a 95% Student-t band; Table 3's cells are the mean ± half-width."""
+    from gmc_grpo.stats import t_quantile
+
+    for method in ("tic", "gmc"):
+        for seed, shift in enumerate((-0.02, 0.0, 0.02)):
+            write_train_run(
+                tmp_path,
+                f"{method}_d16_seed{seed}",
+                method=method,
+                delay=16,
+                seed=seed,
+                shift=shift,
+            )
+    # a run of another setting (another lr) at the same cell is not mixed into the mean
+    write_train_run(tmp_path, "gmc_other", method="gmc", delay=16, seed=0, model="x/Qwen3-1.7B")
+    runs = discover([tmp_path])
+    data = llm.figure2_data(runs)
+    assert [p.key for p in data.panels] == [16]  # the delays present, not the paper's 0/64/128
+    series = data.series(16, "gmc")
+    assert series is not None and series.seeds == 3 and series.run.startswith("mean of 3 seeds")
+    assert series.steps == [0.0, 10.0, 20.0, 30.0, 40.0]
+    center = [100 * min(1.0, eval_value(s, "gmc", "math500", "sampled")) for s in range(0, 41, 10)]
+    assert series.values == pytest.approx(center)
+    half = t_quantile(2) * 2.0 / 3**0.5  # sd of (-2, 0, 2) percent points is 2
+    assert [h - v for h, v in zip(series.hi, series.values, strict=True)] == pytest.approx(
+        [half] * 5
+    )
+    assert [v - lo for lo, v in zip(series.lo, series.values, strict=True)] == pytest.approx(
+        [half] * 5
+    )
+    assert not data.panels[0].references  # the paper has no D = 16
+    fig = plot_panels(data)
+    assert any("mean of 3 seeds" in t.get_label() for t in fig.axes[0].get_lines())
+    assert fig.axes[0].collections  # the band
+    pyplot().close(fig)
+    table = llm.table3_data(runs)
+    ours = _row(table, delay=16, method="tic", source="ours")
+    assert ours["seeds"] == 3
+    assert ours["greedy"] == pytest.approx(100 * eval_value(STEPS, "tic", "math500", "greedy"))
+    assert ours["greedy_hi"] - ours["greedy"] == pytest.approx(half)
+    assert f"{ours['greedy']:.2f} ± {half:.2f}" in table.markdown()
+    assert not any(d["source"] == "paper" and d["delay"] == 16 for d in table.data)

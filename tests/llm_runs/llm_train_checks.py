@@ -22,6 +22,29 @@ def cpu_config(out, **values: Any) -> TrainConfig:
     return TrainConfig(out=str(out), **{**CPU_RUN, **values})
 
 
+# a 1-layer tiny Qwen3 (random init)
+TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
+
+
+def tiny_config(out, **overrides: Any) -> TrainConfig:
+    """A seconds-long run: 4 prompts x 4 responses of <= 6 tokens on additions, no warm-up."""
+    values: dict[str, Any] = dict(
+        tiny_model=TINY,
+        task="arithmetic",
+        reward="exact",
+        arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 8},
+        rollout_prompts=4,
+        group_size=4,
+        groups_per_micro=2,
+        total_steps=4,
+        lr=1e-3,
+        max_prompt_tokens=32,
+        max_completion_tokens=6,
+    )
+    values.update(overrides)
+    return cpu_config(out, **values)
+
+
 def quiet(_text: str) -> None:
     """A `notice` callback that prints nothing."""
     return None

@@ -11,34 +11,18 @@ import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
-from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
+from llm_train_checks import (  # noqa: E402, F401
+    even_first_char,
+    one_thread,
+    quiet,
+    tiny_config,
+)
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.recipes import load_recipe  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
-
-TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
-
-
-def tiny_config(out, **overrides) -> TrainConfig:
-    """A seconds-long run: 4 prompts x 4 responses of <= 6 tokens, no warm-up."""
-    values = dict(
-        tiny_model=TINY,
-        task="arithmetic",
-        reward="exact",
-        arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 8},
-        rollout_prompts=4,
-        group_size=4,
-        groups_per_micro=2,
-        total_steps=4,
-        lr=1e-3,
-        max_prompt_tokens=32,
-        max_completion_tokens=6,
-    )
-    values.update(overrides)
-    return cpu_config(out, **values)
 
 
 @pytest.mark.parametrize("method", ["gmc", "grpo"])

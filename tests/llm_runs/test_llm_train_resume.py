@@ -53,8 +53,16 @@ def strip(rows):
     [
         {"method": "gac", "delay": 2},  # stored queue + GAC's previous gradient
         {"method": "gmc", "schedule": "length_coupled", "lam": 2.0, "length_unit_tokens": 2.0},
+        # groups in flight with their own versions, the schedule's clock and generator
+        {
+            "method": "a3po",
+            "schedule": "workers",
+            "workers": 5,
+            "generation_time": "exponential",
+            "update_time": 0.3,
+        },
     ],
-    ids=["gac-fixed-delay", "gmc-length-coupled"],
+    ids=["gac-fixed-delay", "gmc-length-coupled", "a3po-workers"],
 )
 def test_killed_run_resumes_exactly(tmp_path, overrides):
     straight = tmp_path / "straight"
@@ -102,7 +110,7 @@ def test_checkpoint_is_safetensors_and_json_only(tmp_path):
     assert state["step"] == 3
     batches = ckpt.schedule_batches(state["schedule"])
     assert len(batches) == 2  # the FIFO of D = 2 stored batches
-    assert [b.behavior_version for b in batches] == [1, 2]
+    assert [b.behavior_version.tolist() for b in batches] == [[1, 1, 1], [2, 2, 2]]  # [B] each
     assert batches[0].engine_logprobs.shape[:2] == (3, 3)
     tensors = load_file(str(path / "schedule.safetensors"))
     assert any(k.endswith("engine_logprobs") for k in tensors)

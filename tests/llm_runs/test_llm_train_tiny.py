@@ -1,8 +1,9 @@
-"""The CPU demonstration: the tiny recipe's reward rises over its run (fixed seed 0).
+"""The CPU demonstration: the tiny recipe's reward rises over its run.
 
-Measured on the project's 2-core machine: the 60-update variant goes from a mean reward of
-0.241 (first 20 updates) to 0.299 (last 20); the full 150-update recipe from 0.25 (first 15) to
-about 0.34 (last 15). The margins below leave room for other CPUs' rounding.
+The quick check runs seed 0 for 60 updates; the slow one runs the whole recipe over four seeds
+and asks for a 95% interval of the rise that excludes zero (`llm_runs.suite`), which is what
+holds across machines (one seed's numbers do not: floating-point differences between CPUs change
+the sampled rollouts).
 """
 
 from __future__ import annotations
@@ -36,10 +37,25 @@ def test_tiny_recipe_reward_rises_short(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_recipe_reward_rises_full(tmp_path):
-    """The whole recipe (150 updates, evaluations every 50): last 15 beat the first 15 by >= 0.05."""
-    rewards = run_tiny(tmp_path / "run")
-    assert len(rewards) == 150
-    assert mean(rewards[-15:]) - mean(rewards[:15]) >= 0.05, rewards
-    evals = read_jsonl(tmp_path / "run" / "evals.jsonl")
+def test_tiny_recipe_reward_rises_over_seeds(tmp_path):
+    """The whole recipe (150 updates, evaluations every 50) for seeds 0-3, as one suite: the rise
+    of the training reward (mean of the last 15 updates minus the first 15) has a 95% Student-t
+    interval over the four seeds that lies above zero.
+
+    A single seed's numbers differ between CPUs (floating-point differences change the sampled
+    rollouts: seed 0 gave 0.25 -> 0.34 on one 2-core machine and 0.10 -> 0.15 on another), so no
+    fixed margin on one seed holds across machines; an interval over seeds is the check.
+    """
+    from llm_runs.suite import SuiteConfig, run_suite
+
+    suite = SuiteConfig(
+        out=str(tmp_path / "suite"),
+        base=load_recipe("tiny"),
+        seeds=(0, 1, 2, 3),
+        methods=("gmc",),
+    )
+    analysis = run_suite(suite)
+    rise = analysis.intervals[(0, "gmc", "rise")]
+    assert rise["n"] == 4 and rise["lo"] > 0, (rise, analysis.values[(0, "gmc", "rise")])
+    evals = read_jsonl(tmp_path / "suite" / "gmc_d0_seed0" / "evals.jsonl")
     assert {r["step"] for r in evals} == {0, 50, 100, 150}

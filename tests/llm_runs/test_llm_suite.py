@@ -1,0 +1,240 @@
+"""Suites over seeds and methods (`llm_runs.suite`): the paired analysis against a hand
+computation, records that depend neither on sharing the initial policy and its rollouts nor on
+how the runs are spread over processes, and the same records for the same seed."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("transformers", reason="the LLM track needs transformers")
+
+from llm_train_checks import CPU_RUN, one_thread, quiet  # noqa: E402, F401
+
+from gmc_grpo.records import read_jsonl  # noqa: E402
+from llm_runs.suite import (  # noqa: E402
+    SuiteConfig,
+    analyse_records,
+    analyse_suite,
+    run_measures,
+    run_suite,
+    suite_markdown,
+    verdict,
+)
+from llm_runs.train import Trainer  # noqa: E402
+
+# t quantiles of a two-sided 95% interval, by hand from tables: df = 1 and df = 2
+T_975_DF1 = 12.706204736174703
+T_975_DF2 = 4.302652729749464
+
+# a seconds-long run that earns some reward: a 1-layer model, 40 warm-up steps on sums of 0..3
+BASE = dict(
+    CPU_RUN,
+    tiny_model={"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128},
+    task="arithmetic",
+    reward="exact",
+    arithmetic={"max_operand": 3, "num_train": 12, "num_eval": 4},
+    sft_steps=40,
+    sft_lr=3e-3,
+    sft_batch_size=16,
+    rollout_prompts=4,
+    group_size=4,
+    groups_per_micro=4,
+    total_steps=5,
+    lr=1e-3,
+    max_prompt_tokens=32,
+    max_completion_tokens=8,
+    delay=2,
+    eval_every=5,
+    eval_samples=2,
+)
+
+
+def strip(rows):
+    """Rows without wall-clock and memory fields (the only ones allowed to differ)."""
+    return [
+        {k: v for k, v in r.items() if not k.startswith("perf/") and k != "time_s"} for r in rows
+    ]
+
+
+def records(folder):
+    return strip(read_jsonl(folder / "metrics.jsonl")), strip(read_jsonl(folder / "evals.jsonl"))
+
+
+def test_paired_intervals_by_hand():
+    """Hand-worked intervals: 2 seeds (t = 12.706) and 3 seeds (t = 4.303), and the verdicts."""
+    measures = {}
+    for seed, (tic, gmc) in enumerate([(0.2, 0.3), (0.1, 0.4)]):
+        measures[(16, "tic", seed)] = {"final_reward": tic, "mean_reward": tic}
+        measures[(16, "gmc", seed)] = {"final_reward": gmc, "mean_reward": gmc + 0.5}
+    analysis = analyse_records(measures)
+    row = next(r for r in analysis.paired if r["measure"] == "final_reward")
+    # differences 0.1 and 0.3: mean 0.2, sd 0.1 sqrt(2), half-width t sd / sqrt(2) = 0.1 t
+    assert (row["a"], row["b"], row["n"], row["seeds"]) == ("gmc", "tic", 2, [0, 1])
+    assert row["mean"] == pytest.approx(0.2)
+    assert row["half_width"] == pytest.approx(0.1 * T_975_DF1)
+    assert row["lo"] == pytest.approx(0.2 - 1.2706204736) and row["verdict"] == "not resolved"
+    interval = analysis.intervals[(16, "tic", "final_reward")]  # 0.2, 0.1: mean 0.15
+    assert interval["mean"] == pytest.approx(0.15)
+    assert interval["hi"] - interval["mean"] == pytest.approx(0.05 * T_975_DF1)
+    three = analyse_records(
+        {
+            (0, m, s): {"final_reward": base + d}
+            for s, d in enumerate([0.0, 0.1, 0.2])
+            for m, base in (("grpo", 0.0), ("gmc", 0.5 + 0.1 * s))
+        }
+    )
+    # gmc - grpo = 0.5, 0.6, 0.7: mean 0.6, sd 0.1, half-width 4.3027 * 0.1 / sqrt(3) = 0.24841
+    row = next(r for r in three.paired if (r["a"], r["b"]) == ("gmc", "grpo"))
+    assert row["half_width"] == pytest.approx(T_975_DF2 * 0.1 / math.sqrt(3))
+    assert row["lo"] == pytest.approx(0.6 - 0.2484138) and row["verdict"] == "holds"
+    assert verdict({"mean": -1.0, "lo": -1.5, "hi": -0.5, "n": 3}) == "reversed"
+    assert verdict({"mean": 0.3, "lo": -math.inf, "hi": math.inf, "n": 1}) == "one seed"
+    text = suite_markdown(three)
+    assert "| 0 | final_reward | gmc - grpo | +0.600 | [+0.352, +0.848] | 3 | **holds** |" in text
+
+
+def test_run_measures_read_the_last_updates_and_the_last_evaluation():
+    metrics = [{"step": i, "reward/mean": float(i)} for i in range(20)]
+    evals = [
+        {"step": 0, "decoding": "greedy", "accuracy": 0.1},
+        {"step": 20, "decoding": "greedy", "accuracy": 0.4},
+        {"step": 20, "decoding": "sampled", "avg_at_n": 0.3, "pass_at_k": {"1": 0.35}},
+    ]
+    got = run_measures(metrics, evals, final_fraction=0.1)
+    assert got == {
+        "final_reward": 18.5,  # last 2 of 20 updates
+        "mean_reward": 9.5,
+        "rise": 18.0,  # 18.5 - mean of the first 2
+        "greedy": 0.4,
+        "sampled": 0.35,
+    }
+    assert run_measures(metrics, [], 0.25)["final_reward"] == 17.0  # last 5 of 20: 15..19
+    assert run_measures(metrics, [], 0.25)["greedy"] is None
+
+
+def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path):
+    """GMC and GRPO at D = 2, with and without a shared cache: identical records. With the cache
+    the second method reads the warm-up and the version-0 rollouts (the FIFO fill) of the first;
+    another seed misses both."""
+    from llm_runs.recipes import config_from_values
+
+    def run(name, method, seed=0, cache=None):
+        values = {**BASE, "out": str(tmp_path / name), "method": method, "seed": seed}
+        trainer = Trainer(config_from_values({**values, "cache_dir": cache}), notice=quiet)
+        trainer.run()
+        return trainer
+
+    cache = str(tmp_path / "cache")
+    first = run("gmc_cached", "gmc", cache=cache)
+    second = run("grpo_cached", "grpo", cache=cache)
+    assert (first.rollouts.cache.hits, first.rollouts.cache.misses) == (0, 3)  # D + 1 launches
+    assert (second.rollouts.cache.hits, second.rollouts.cache.misses) == (3, 0)
+    assert len(list((tmp_path / "cache" / "initial_models").glob("*/key.json"))) == 1
+    other = run("grpo_seed1", "grpo", seed=1, cache=cache)
+    assert other.rollouts.cache.hits == 0
+    assert len(list((tmp_path / "cache" / "initial_models").glob("*/key.json"))) == 2
+    run("gmc_alone", "gmc")
+    run("grpo_alone", "grpo")
+    rows, _ = records(tmp_path / "gmc_alone")
+    assert any(r["reward/mean"] > 0 for r in rows)  # not a trivial run
+    for method in ("gmc", "grpo"):
+        assert records(tmp_path / f"{method}_cached") == records(tmp_path / f"{method}_alone")
+    assert records(tmp_path / "grpo_seed1") != records(tmp_path / "grpo_alone")
+
+
+def test_two_seed_two_method_suite(tmp_path):
+    """`run_suite` over seeds 0, 1 and TIC, GMC on two processes: one run folder per cell, and
+    the analysis equal to a hand computation from the run records. The same suite on one process
+    without sharing writes the same records (the same seed gives the same records on one machine,
+    however the runs are spread and whatever they share)."""
+    two = SuiteConfig(
+        out=str(tmp_path / "two"), base=BASE, seeds=(0, 1), methods=("tic", "gmc"), processes=2
+    )
+    analysis = run_suite(two)
+    names = sorted(p.name for p in (tmp_path / "two").iterdir() if (p / "summary.json").exists())
+    assert names == ["gmc_d2_seed0", "gmc_d2_seed1", "tic_d2_seed0", "tic_d2_seed1"]
+    assert (tmp_path / "two" / "suite_summary.md").is_file()
+    assert json.loads((tmp_path / "two" / "suite.json").read_text())["cells"]["seeds"] == [0, 1]
+
+    # by hand: final reward = last update's reward (ceil(0.1 * 5) = 1 update), paired over seeds
+    final = {}
+    for name in names:
+        rows = read_jsonl(tmp_path / "two" / name / "metrics.jsonl")
+        assert len(rows) == 5
+        final[name] = rows[-1]["reward/mean"]
+    diffs = [final[f"gmc_d2_seed{s}"] - final[f"tic_d2_seed{s}"] for s in (0, 1)]
+    mean = (diffs[0] + diffs[1]) / 2
+    half = T_975_DF1 * abs(diffs[0] - diffs[1]) / 2  # t * (|d0 - d1| / sqrt 2) / sqrt 2
+    row = next(r for r in analysis.paired if r["measure"] == "final_reward")
+    assert (row["a"], row["b"], row["delay"]) == ("gmc", "tic", 2)
+    assert row["mean"] == pytest.approx(mean, abs=1e-12)
+    assert row["lo"] == pytest.approx(mean - half, abs=1e-12)
+    assert row["hi"] == pytest.approx(mean + half, abs=1e-12)
+    greedy = {}
+    for name in names:
+        evals = read_jsonl(tmp_path / "two" / name / "evals.jsonl")
+        greedy[name] = next(r for r in evals if r["step"] == 5 and r["decoding"] == "greedy")
+    g = [
+        greedy[f"gmc_d2_seed{s}"]["accuracy"] - greedy[f"tic_d2_seed{s}"]["accuracy"]
+        for s in (0, 1)
+    ]
+    row = next(r for r in analysis.paired if r["measure"] == "greedy")
+    assert row["mean"] == pytest.approx(sum(g) / 2, abs=1e-12)
+    assert row["hi"] - row["lo"] == pytest.approx(T_975_DF1 * abs(g[0] - g[1]), abs=1e-12)
+    assert analyse_suite(tmp_path / "two").paired == analysis.paired  # read back the same
+
+    one = SuiteConfig(
+        out=str(tmp_path / "one"),
+        base=BASE,
+        seeds=(0, 1),
+        methods=("tic", "gmc"),
+        processes=1,
+        share=False,
+    )
+    run_suite(one)
+    assert not (tmp_path / "one" / "cache").exists()
+    for name in names:
+        assert records(tmp_path / "one" / name) == records(tmp_path / "two" / name), name
+    differ = [records(tmp_path / "two" / f"gmc_d2_seed{s}") for s in (0, 1)]
+    assert differ[0] != differ[1]  # the seeds are different runs
+
+    # a finished suite is read back, not rerun; another base config is refused
+    assert run_suite(two).paired == analysis.paired
+    other = SuiteConfig(
+        out=str(tmp_path / "two"), base={**BASE, "lr": 1e-4}, seeds=(0,), methods=("gmc",)
+    )
+    with pytest.raises(ValueError, match="another base config"):
+        run_suite(other)
+
+
+def test_suite_command_line(tmp_path):
+    import argparse
+
+    from llm_runs.train_cli import add_arguments, is_suite, suite_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        ["--recipe", "tiny_delay", "--seeds", "0,1,2", "--methods", "grpo,tic,gmc"]
+    )
+    assert is_suite(args)
+    suite = suite_from_args(args)
+    assert suite.seeds == (0, 1, 2) and suite.methods == ("grpo", "tic", "gmc")
+    assert suite.suite_delays == (16,) and suite.out == "runs/tiny_delay_suite"
+    assert [r.out for r in suite.runs()][:2] == [
+        "runs/tiny_delay_suite/grpo_d16_seed0",
+        "runs/tiny_delay_suite/grpo_d16_seed1",
+    ]
+    bad = [
+        (["--seeds", "0,x"], "--seeds expects comma-separated integers"),
+        (["--seeds", "0,0"], "distinct seeds"),
+        (["--methods", "gmc,nope"], "registered methods"),
+        (["--methods", "gmc", "--method", "tic"], "not both"),
+        (["--seeds", "0", "--resume"], "drop --resume"),
+    ]
+    for extra, message in bad:
+        with pytest.raises(ValueError, match=message):
+            suite_from_args(parser.parse_args(["--recipe", "tiny_delay", *extra]))
