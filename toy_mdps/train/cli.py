@@ -5,8 +5,10 @@ Registered in `toy_mdps.cli.COMMANDS`.
 - `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`): a grid of runs, e.g.
   `delay_quick`, `delay_full`, `group_quick`, `length_quick`, `eps_quick` (files
   `toy_mdps/configs/train_<NAME>.json`); output `runs/toy_train_<name>/`.
-- otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`);
-  output `runs/toy_train_<method>_D<delay>/` (one `metrics.jsonl` row per step per seed).
+- otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`, or
+  `--schedule workers --workers 64 --generation-time exponential ...`); output
+  `runs/toy_train_<method>_D<delay>/` (workers: `runs/toy_train_<method>_W<W>_<time model>/`;
+  one `metrics.jsonl` row per step per seed).
 A directory that already holds the same run or experiment is resumed (`--fresh` starts over).
 An experiment's figures are drawn by the `draw_figures` callback when one is given (the
 `gmc-grpo` command passes `pipeline.toy.draw_figures`; this track imports no `figures`).
@@ -18,7 +20,10 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-HELP = "asynchronous learners (fixed delay or length-coupled) with exact metrics every step"
+HELP = (
+    "asynchronous learners (fixed delay, length-coupled or rollout workers) with exact metrics "
+    "every step"
+)
 # `(kind, run directory) -> written figure paths`; kind is "sweep" or "experiment"
 DrawFigures = Callable[[str, Path], list[Path]]
 
@@ -35,9 +40,26 @@ def _optional_float(text: str) -> float | None:
 _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac, a3po or a registered one"),
     "--eps": ("eps", float, "cap 1 + eps of TIC and GMC (0.28)"),
-    "--schedule": ("schedule", str, "fixed_delay or length_coupled"),
+    "--schedule": ("schedule", str, "fixed_delay, length_coupled or workers"),
     "--delay": ("delay", int, "D of the fixed-delay schedule"),
     "--lam": ("lam", float, "lambda of the length-coupled schedule (launches per token)"),
+    "--workers": ("num_workers", int, "W rollout workers of the worker schedule (mean lag W/B)"),
+    "--generation-time": (
+        "generation_time",
+        str,
+        "workers: constant, length_proportional or exponential",
+    ),
+    "--time-scale": (
+        "time_scale",
+        float,
+        "workers: the constant duration, the time per token, or the exponential mean (1.0)",
+    ),
+    "--update-time": ("update_time", float, "workers: clock time of one update (0)"),
+    "--drift-max-lag": (
+        "drift_max_lag",
+        int,
+        "record both sides of the delay-regularity condition for lags 1..this (0: off)",
+    ),
     "--group-size": ("group_size", int, "G"),
     "--num-groups": ("num_groups", int, "B"),
     "--optimizer": ("optimizer", str, "adam or sgd"),
@@ -139,7 +161,11 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         config = TrainConfig.from_dict(overrides)
     except ValueError as err:
         raise SystemExit(f"gmc-grpo toy train: {err}") from None
-    out = args.out or Path("runs") / f"toy_train_{config.method}_D{config.delay}"
+    if config.schedule == "workers":
+        name = f"toy_train_{config.method}_W{config.num_workers}_{config.generation_time}"
+    else:
+        name = f"toy_train_{config.method}_D{config.delay}"
+    out = args.out or Path("runs") / name
     try:
         summary = train(config, out, resume=not args.fresh, progress=not args.no_progress)
     except ValueError as err:
@@ -152,4 +178,10 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         f"{mean['final_objective']['hi']:.4f}], (1/N) sum ||grad J||^2 "
         f"{mean['convergence_metric']['mean']:.3g}, mean lag {mean['lag_mean']['mean']:.1f}"
     )
+    if "lag_statistics" in summary:
+        print(
+            f"  lags over groups (mean over seeds): mean {mean['lag_mean']['mean']:.2f}, tau2 "
+            f"{mean['lag_tau2']['mean']:.2f}, tau4 {mean['lag_tau4']['mean']:.4g}, max "
+            f"{mean['lag_max']['mean']:.1f}, within-batch std {mean['lag_spread_std']['mean']:.2f}"
+        )
     return 0

@@ -18,7 +18,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import SCHEDULE_NAMES
+from gmc_grpo.staleness import GENERATION_TIME_NAMES, SCHEDULE_NAMES, ScheduleConfig
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.problem import (
     CONFIG_DIR,
@@ -29,8 +29,18 @@ from toy_mdps.problem import (
 )
 
 OPTIMIZERS = ("adam", "sgd")
+# generation-time models a config can name ("sampled" needs a Python callable: core API only)
+TOY_GENERATION_TIMES = tuple(g for g in GENERATION_TIME_NAMES if g != "sampled")
 LR_SCHEDULES = ("cosine", "constant")
-EXPERIMENT_KINDS = ("runs", "delay_sweep", "group_size", "length_coupled", "eps_star")
+EXPERIMENT_KINDS = (
+    "runs",
+    "delay_sweep",
+    "group_size",
+    "length_coupled",
+    "eps_star",
+    "mixed_delay",
+    "delay_regularity",
+)
 # the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
 
@@ -63,9 +73,10 @@ class TrainConfig(ProblemFields, MethodSettings):
     group_size: int = 8
     """`G` responses per group (8, Appendix B.1)"""
     schedule: str = "fixed_delay"
-    """`"fixed_delay"` (FIFO of `delay` batches, B.1) or `"length_coupled"` (`tau_ready =
+    """`"fixed_delay"` (FIFO of `delay` batches, B.1), `"length_coupled"` (`tau_ready =
     tau_launch + lam L`, B.1; `L` = the batch's mean response length in tokens, one clock tick
-    per launch)"""
+    per launch) or `"workers"` (`num_workers` rollout workers, one group each, §2.2 / Figure 1:
+    every group carries its own behavior version and lag)"""
     delay: int = 0
     """`D` of the fixed-delay schedule"""
     lam: float = 4.0
@@ -73,6 +84,21 @@ class TrainConfig(ProblemFields, MethodSettings):
     units; 4 gives a mean lag of about 15 steps on the `K = 4, T = 5` MDP, 8 about 24)"""
     max_launches: int = 400
     """cap of launches per warm-up or refill (400, B.1)"""
+    num_workers: int = 16
+    """workers: `W` rollout workers; the steady-state mean lag is `W / num_groups` for every
+    generation-time model (`gmc_grpo.staleness.WorkerSchedule`; ours, the paper gives no `W`)"""
+    generation_time: str = "constant"
+    """workers: `"constant"` (every group takes `time_scale`), `"length_proportional"`
+    (`time_scale` x the group's mean response length in tokens, i.e. its generated tokens / G:
+    long answers arrive late) or `"exponential"` (mean `time_scale`, independent of the
+    group)"""
+    time_scale: float = 1.0
+    """workers: the constant duration, the clock time per token, or the exponential mean"""
+    update_time: float = 0.0
+    """workers: clock time of one learner update (0: instantaneous, the mean lag is `W / B`)"""
+    drift_max_lag: int = 0
+    """record both sides of §2.2's delay-regularity condition for lags `1..drift_max_lag`
+    (`||theta_n - theta_(n-t)||^2` given a group of lag `t`, and unconditionally); 0: off"""
     # -- optimizer (Appendix B.1, scaled) ------------------------------------------------------
     optimizer: str = "adam"
     """`"adam"` (B.1: AdamW 8-bit, no weight decay) or `"sgd"`"""
@@ -125,6 +151,23 @@ class TrainConfig(ProblemFields, MethodSettings):
             raise bad("lam", "must be finite and >= 0")
         if self.max_launches < 1:
             raise bad("max_launches", "must be >= 1")
+        if self.num_workers < 1:
+            raise bad("num_workers", "must be >= 1 (e.g. 16 rollout workers)")
+        check_choice(self, "generation_time", TOY_GENERATION_TIMES)
+        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
+            raise bad("time_scale", "must be finite and >= 0")
+        if self.generation_time == "exponential" and self.time_scale == 0:
+            raise bad("time_scale", "must be > 0 for exponential generation times (the mean)")
+        if not (math.isfinite(self.update_time) and self.update_time >= 0):
+            raise bad("update_time", "must be finite and >= 0 (0: an instantaneous learner)")
+        if self.update_time > 0 and self.time_scale == 0:
+            raise bad(
+                "time_scale",
+                "must be > 0 when update_time > 0 (zero-time groups would be relaunched without "
+                "end during an update)",
+            )
+        if self.drift_max_lag < 0:
+            raise bad("drift_max_lag", "must be >= 0 (0 switches the drift record off)")
         check_choice(self, "optimizer", OPTIMIZERS)
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise bad("lr", "must be finite and > 0")
@@ -163,6 +206,32 @@ class TrainConfig(ProblemFields, MethodSettings):
         """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
         return MethodSettings.of(self)
 
+    def schedule_config(self, schedule_seed: int = 0) -> ScheduleConfig:
+        """The staleness schedule of one learner seed (`gmc_grpo.staleness.make_schedule`).
+
+        Batch schedules (`fixed_delay`, `length_coupled`) hand out whole batches of
+        `num_groups` groups; `workers` hands out single groups, `num_groups` per update.
+        `schedule_seed` seeds the worker schedule's own generator (its random durations).
+        """
+        if self.schedule == "length_coupled":
+            unit = "tokens (mean response length of the batch)"
+        else:
+            unit = "tokens (mean response length of the group)"
+        return ScheduleConfig(
+            name=self.schedule,
+            delay=self.delay,
+            lam=self.lam,
+            max_launches=self.max_launches,
+            batches_per_update=1,
+            length_unit=unit,
+            num_workers=self.num_workers,
+            groups_per_update=self.num_groups,
+            generation_time=self.generation_time,
+            time_scale=self.time_scale,
+            update_time=self.update_time,
+            seed=schedule_seed,
+        )
+
 
 @dataclass
 class ExperimentConfig:
@@ -172,7 +241,9 @@ class ExperimentConfig:
     """experiment name (default output folder `runs/toy_train_<name>`)"""
     kind: str = "runs"
     """what the analysis reports: `runs` (table only), `delay_sweep` (Table 3 analogue),
-    `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1)"""
+    `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1),
+    `mixed_delay` (worker batches of mixed lags vs uniform delays of the same `tau4`),
+    `delay_regularity` (both sides of §2.2's condition, and GMC vs TIC, under workers)"""
     base: dict[str, Any] = field(default_factory=dict)
     """`TrainConfig` fields shared by every point"""
     grid: dict[str, list[Any]] = field(default_factory=dict)

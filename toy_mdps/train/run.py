@@ -5,7 +5,8 @@ run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row p
 seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
 `summary.json` (per-seed final `J(theta_N)`, the convergence metric
 `(1/N) sum_{n<N} ||grad J(theta_n)||^2`, the realised lag moments, and means with t-intervals
-over seeds), and while running `checkpoint.pt` (parameters, Adam moments, schedules with their
+over seeds; with the worker schedule also each seed's `lag_statistics` over its groups, and with
+`drift_max_lag > 0` the delay-regularity record `delay_regularity`), and while running `checkpoint.pt` (parameters, Adam moments, schedules with their
 queued batches, generator states, GAC states), written atomically every `checkpoint_every`
 steps. A killed run restarted on the same directory drops the rows at or after the checkpoint's
 step and continues from it; since every random number comes from the checkpointed per-seed
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
+from gmc_grpo.staleness import lag_statistics
 from gmc_grpo.stats import t_interval
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
@@ -51,13 +53,20 @@ def summarise_rows(
     config: TrainConfig,
     final_objective: dict[int, float],
     level: float = 0.95,
+    lag_stats: dict[int, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Per-seed and across-seed summary of a run's metrics rows (see the module docstring)."""
+    """Per-seed and across-seed summary of a run's metrics rows (see the module docstring).
+
+    `lag_tau4` is the mean over groups of `lag^4` (`staleness/lag4_mean` per step when a batch
+    mixes lags, else the step's lag to the 4th); `lag_stats` (worker schedule: each seed's
+    `gmc_grpo.staleness.lag_statistics`) adds `lag_tau2`, `lag_max` and `lag_spread_std`.
+    """
     per_seed: dict[int, dict[str, float]] = {}
     for seed in config.seeds:
         mine = [r for r in rows if r["seed"] == seed]
         mine.sort(key=lambda r: r["step"])
         lags = [r["staleness/lag"] for r in mine]
+        fourth = [r.get("staleness/lag4_mean", r["staleness/lag"] ** 4) for r in mine]
         n = len(mine)
         quarter = mine[: max(1, n // 4)]
         per_seed[seed] = {
@@ -68,10 +77,15 @@ def summarise_rows(
             if len(quarter) < n
             else final_objective[seed],
             "lag_mean": sum(lags) / n,
-            "lag_tau4": sum(lag**4 for lag in lags) / n,
+            "lag_tau4": sum(fourth) / n,
             "kl_mean": sum(r["ratio/kl_exact"] for r in mine) / n,
             "final_entropy": mine[-1]["policy/entropy"],
         }
+        if lag_stats is not None:
+            stats_of_seed = lag_stats[seed]
+            per_seed[seed]["lag_tau2"] = stats_of_seed["tau2"]
+            per_seed[seed]["lag_max"] = stats_of_seed["max"]
+            per_seed[seed]["lag_spread_std"] = stats_of_seed["spread_std"]
     keys = next(iter(per_seed.values())).keys()
     across = {k: t_interval([per_seed[s][k] for s in config.seeds], level) for k in keys}
     return {
@@ -134,7 +148,17 @@ def train(
         final = exact_state(learner.mdp, learner.policy, learner.theta)
         rows = read_jsonl(run_dir / "metrics.jsonl")
         final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
-        summary = summarise_rows(rows, config, final_j)
+        lag_stats = None
+        if config.schedule == "workers":
+            lag_stats = {
+                seed: lag_statistics(schedule.lags_per_batch)
+                for seed, schedule in zip(config.seeds, learner.schedules, strict=True)
+            }
+        summary = summarise_rows(rows, config, final_j, lag_stats=lag_stats)
+        if lag_stats is not None:
+            summary["lag_statistics"] = {str(seed): st for seed, st in lag_stats.items()}
+        if config.drift_max_lag > 0:
+            summary["delay_regularity"] = learner.drift_summary()
         writer.write_summary(summary)
         ckpt_path.unlink(missing_ok=True)
         return summary
