@@ -32,12 +32,21 @@ def _lines(path: Path) -> list[str]:
     return (path / "metrics.jsonl").read_text().splitlines()
 
 
+WORKERS = dict(num_workers=5, generation_time="length_proportional", time_scale=0.5)
+
+
 @pytest.mark.parametrize(
-    ("method", "schedule"),
-    [("gmc", "fixed_delay"), ("gac", "fixed_delay"), ("vcpo", "length_coupled")],
+    ("method", "schedule", "extra"),
+    [
+        ("gmc", "fixed_delay", {}),
+        ("gac", "fixed_delay", {}),
+        ("vcpo", "length_coupled", {}),
+        ("a3po", "workers", {**WORKERS, "drift_max_lag": 4}),
+        ("gmc", "workers", {**WORKERS, "generation_time": "exponential", "update_time": 0.3}),
+    ],
 )
 def test_killed_run_resumes_to_identical_records(
-    tmp_path: Path, method: str, schedule: str
+    tmp_path: Path, method: str, schedule: str, extra: dict
 ) -> None:
     cfg = TrainConfig(
         **TINY,
@@ -48,6 +57,7 @@ def test_killed_run_resumes_to_identical_records(
         total_steps=12,
         seeds=[0, 1],
         checkpoint_every=4,
+        **extra,
     )
     full = train(cfg, tmp_path / "full")
     assert full is not None

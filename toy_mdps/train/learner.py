@@ -134,7 +134,7 @@ def lr_at(config: TrainConfig, step: int) -> float:
 
 
 def batched_logit_gradient(
-    log_table: Tensor, states: Tensor, tokens: Tensor, psi: Tensor
+    log_table: Tensor, states: Tensor, tokens: Tensor, psi: Tensor, probs: Tensor | None = None
 ) -> Tensor:
     """`sum_t psi_t grad_z log pi(y_t | s_t)` per seed, w.r.t. each seed's logits table.
 
@@ -142,6 +142,7 @@ def batched_logit_gradient(
         log_table: `[S, Z, V]` log-policies.
         states, tokens: `[S, n]` long (padding must carry `psi = 0`).
         psi: `[S, n]` weights.
+        probs: `log_table.exp()` if already computed.
     Returns:
         `[S, Z, V]`: scatter-add of `psi` into `(s_t, y_t)` minus `(row mass) * pi(. | s)`.
     """
@@ -152,7 +153,8 @@ def batched_logit_gradient(
     hit.index_add_(0, row * V + tokens.reshape(-1), flat)
     mass = torch.zeros(S * Z, dtype=log_table.dtype)
     mass.index_add_(0, row, flat)
-    return hit.view(S, Z, V).addcmul_(mass.view(S, Z, 1), log_table.exp(), value=-1.0)
+    probs = log_table.exp() if probs is None else probs
+    return hit.view(S, Z, V).addcmul_(mass.view(S, Z, 1), probs, value=-1.0)
 
 
 def score_kernel(policy: Policy, states: Tensor) -> Tensor:
@@ -203,8 +205,8 @@ class _Pending:
 
     seed_index: int
     item: dict[str, Tensor]
-    prompts: Tensor  # [k]
-    uniforms: Tensor  # [k, G]
+    prompts: Tensor  # [1, k], as drawn
+    uniforms: Tensor  # [1, k, G]
 
 
 @dataclass
@@ -245,7 +247,7 @@ class GroupSampler:
             (1, groups, self.group_size), generator=generator, dtype=torch.float64
         )
         item: dict[str, Tensor] = {}
-        self.pending[id(item)] = _Pending(seed_index, item, prompts[0], uniforms[0])
+        self.pending[id(item)] = _Pending(seed_index, item, prompts, uniforms)
         return item
 
     def _responses(self, flat: Tensor, prompts: Tensor, uniforms: Tensor) -> Tensor:
@@ -262,7 +264,7 @@ class GroupSampler:
         entry = self.pending[id(item)]
         s = entry.seed_index
         flat = self.flat_cdf()[s : s + 1]
-        responses = self._responses(flat, entry.prompts.unsqueeze(0), entry.uniforms.unsqueeze(0))
+        responses = self._responses(flat, entry.prompts, entry.uniforms)
         return self.mdp.response_length[responses[0]]
 
     def resolve(self) -> None:
@@ -280,15 +282,16 @@ class GroupSampler:
             per_seed[entry.seed_index].append(entry)
         counts = {s: sum(e.prompts.numel() for e in per_seed[s]) for s in seeds}
         width = max(counts.values())
-        if all(len(per_seed[s]) == 1 and counts[s] == width for s in seeds):
-            prompts = torch.stack([per_seed[s][0].prompts for s in seeds])
-            uniforms = torch.stack([per_seed[s][0].uniforms for s in seeds])
+        single = all(len(per_seed[s]) == 1 and counts[s] == width for s in seeds)
+        if single:  # one item per seed, all of one size (the batch schedules)
+            prompts = torch.cat([per_seed[s][0].prompts for s in seeds])
+            uniforms = torch.cat([per_seed[s][0].uniforms for s in seeds])
         else:  # padded to the widest seed; the padding's draws are discarded
             prompts = torch.zeros(len(seeds), width, dtype=torch.long)
             uniforms = torch.zeros(len(seeds), width, self.group_size, dtype=torch.float64)
             for row, s in enumerate(seeds):
-                prompts[row, : counts[s]] = torch.cat([e.prompts for e in per_seed[s]])
-                uniforms[row, : counts[s]] = torch.cat([e.uniforms for e in per_seed[s]])
+                prompts[row, : counts[s]] = torch.cat([e.prompts[0] for e in per_seed[s]])
+                uniforms[row, : counts[s]] = torch.cat([e.uniforms[0] for e in per_seed[s]])
         seed_rows = torch.tensor(seeds)
         if len(seeds) < flat.shape[0]:
             flat = flat.index_select(0, seed_rows)
@@ -305,6 +308,13 @@ class GroupSampler:
             "behavior_prompt_logprobs": prompt_lp,
             "lengths": mdp.response_length[responses],
         }
+        if single:
+            rows_of = {key: value.unbind(0) for key, value in values.items()}
+            for row, s in enumerate(seeds):
+                item = per_seed[s][0].item
+                for key in values:
+                    item[key] = rows_of[key][row]
+            return
         for row, s in enumerate(seeds):
             start = 0
             for entry in per_seed[s]:
@@ -327,8 +337,9 @@ class AsyncLearner:
         step: learner updates done (the current version `n`).
         adam_m, adam_v: `[S, *param]` Adam moments; schedules, generators, method_states
             (the state of the method's gradient edit): per seed.
-        last: the last step's batch-level tensors (diagnostics and tests): `log_ratio`
-            `[S, B, G]`, `lag` `[S, B]` (each group's own lag), `raw_direction` / `direction`
+        last: the last step's batch-level tensors (diagnostics and tests): `responses` and
+            `log_ratio` `[S, B, G]`, `lag` `[S, B]` (each group's own lag), `raw_direction` /
+            `direction`
             `[S, P]` (before / after GAC, before clipping), `step_scale` `[S]` (VCPO's factor,
             1 otherwise).
     """
@@ -412,8 +423,10 @@ class AsyncLearner:
             key: torch.cat([item[key] for item in items]).view(S, B, *items[0][key].shape[1:])
             for key in ITEM_KEYS
         }
-        lags = [float(e.lag) for entries in consumed for e in entries for _ in range(k)]
-        return batch, torch.tensor(lags, dtype=torch.float64).view(S, B)
+        lags = torch.tensor([e.lag for entries in consumed for e in entries], dtype=torch.float64)
+        if k > 1:
+            lags = lags.repeat_interleave(k)
+        return batch, lags.view(S, B)
 
     def train_step(self) -> list[dict[str, Any]]:
         """One update of every seed; returns one metrics row per seed (metrics at `theta_n`)."""
@@ -450,6 +463,7 @@ class AsyncLearner:
             states.reshape(S, flat),
             tokens.reshape(S, flat),
             psi.reshape(S, flat),
+            exact.probs,
         )
         direction = self.policy.pullback(logit_grad).reshape(S, -1)  # [S, P]
 
@@ -470,6 +484,7 @@ class AsyncLearner:
                 dtype=torch.float64,
             )
         self.last = {
+            "responses": responses,
             "log_ratio": log_ratio,
             "lag": lag,
             "raw_direction": raw_direction,
@@ -493,7 +508,7 @@ class AsyncLearner:
         diag = minibatch_diagnostics(loss, log_ratio, psi, advantages, mask)
         columns: dict[str, list[Any]] = {
             "policy/objective": exact.objective.tolist(),
-            "policy/grad_norm_sq": exact.gradient.reshape(S, -1).pow(2).sum(dim=1).tolist(),
+            "policy/grad_norm_sq": exact.grad_norm_sq.tolist(),
             "policy/entropy": exact.entropy.tolist(),
             "staleness/lag": lag.mean(dim=1).tolist(),
             "ratio/kl_exact": kl.tolist(),

@@ -44,16 +44,30 @@ from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax
 class ExactState:
     """Exact quantities of the current policies of all seeds.
 
-    log_table: `[S, Z, V]`; response_logprobs: `[S, K, n_x]` `log pi(y | x)`;
-    objective: `[S]` `J`; gradient: `[S, *param]` `grad J`; entropy: `[S]` mean over prompts of
-    the per-token entropy (as `toy_mdps.exact.exact_token_entropy`).
+    log_table: `[S, Z, V]`; probs: `[S, Z, V]` its `exp`; response_logprobs: `[S, K, n_x]`
+    `log pi(y | x)`; objective: `[S]` `J`; entropy: `[S]` mean over prompts of the per-token
+    entropy (as `toy_mdps.exact.exact_token_entropy`); grad_norm_sq: `[S]` `||grad J||^2`;
+    gradient: `[S, *param]` `grad J` (assembled on first access).
     """
 
     log_table: Tensor
+    probs: Tensor
     response_logprobs: Tensor
     objective: Tensor
-    gradient: Tensor
     entropy: Tensor
+    grad_norm_sq: Tensor
+    policy: Policy
+    logit_gradient: Tensor  # [K, Z_x, V, S], the recursion's layout
+    _gradient: Tensor | None = None
+
+    @property
+    def gradient(self) -> Tensor:
+        """`[S, *param]` `grad J`."""
+        if self._gradient is None:
+            S = self.log_table.shape[0]
+            logit_grad = self.logit_gradient.permute(3, 0, 1, 2).reshape(self.log_table.shape)
+            self._gradient = self.policy.pullback(logit_grad.reshape(S, -1, self.probs.shape[-1]))
+        return self._gradient
 
 
 @dataclass(frozen=True)
@@ -131,15 +145,17 @@ class PrefixTree:
         )
         return prefix, response
 
-    def gradient_and_entropy(self, table: Tensor, prefix: Tensor) -> tuple[Tensor, Tensor]:
+    def gradient_and_entropy(
+        self, table: Tensor, probs: Tensor, prefix: Tensor
+    ) -> tuple[Tensor, Tensor]:
         """`(dJ/dz [K, Z_x, V, S], token entropy [S])` (module docstring).
 
         Args:
-            table: `[K, Z_x, V, S]` log-policies; prefix: `[K, Z_x, S]` from `response_logprobs`.
+            table, probs: `[K, Z_x, V, S]` log-policies and policies; prefix: `[K, Z_x, S]` from
+                `response_logprobs`.
         """
         K, _, V, S = table.shape
         word = V - 1
-        probs = table.exp()
         reach = prefix.exp()  # [K, Z_x, S]
         logit_grad = torch.empty_like(table)
         value_below: Tensor | None = None  # V(s) of the states one level deeper
@@ -187,13 +203,18 @@ def exact_state(
     tree = PrefixTree.build(mdp) if tree is None else tree
     S, K = theta.shape[0], mdp.num_prompts
     log_table = torch.log_softmax(batched_logits(policy, theta), dim=-1)  # [S, Z, V]
+    probs = log_table.exp()
     table = seeds_last(log_table, K)
     prefix, response = tree.response_logprobs(table)
     response = response.permute(2, 0, 1).contiguous()  # [S, K, n_x]
     objective = (response.view(S, -1).exp() * mdp.rewards).sum(dim=-1) / K
-    logit_grad, entropy = tree.gradient_and_entropy(table, prefix)
-    logit_grad = logit_grad.permute(3, 0, 1, 2).reshape(S, -1, mdp.vocab_size)
-    return ExactState(log_table, response, objective, policy.pullback(logit_grad), entropy)
+    logit_grad, entropy = tree.gradient_and_entropy(table, seeds_last(probs, K), prefix)
+    state = ExactState(log_table, probs, response, objective, entropy, entropy, policy, logit_grad)
+    if isinstance(policy, TabularSoftmax):  # theta is the logits table: no pullback needed
+        state.grad_norm_sq = logit_grad.pow(2).sum(dim=(0, 1, 2))
+    else:
+        state.grad_norm_sq = state.gradient.reshape(S, -1).pow(2).sum(dim=1)
+    return state
 
 
 __all__ = ["ExactState", "PrefixTree", "batched_logits", "exact_state", "seeds_last"]
