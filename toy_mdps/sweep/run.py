@@ -42,7 +42,13 @@ from toy_mdps.exact import (
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import make_policy
 from toy_mdps.problem import make_mdp
-from toy_mdps.statistics import advantage_kind, chunked_estimates, sample_groups, summarise
+from toy_mdps.statistics import (
+    advantage_kind,
+    chunked_estimates,
+    chunked_sample_tensors,
+    sample_groups,
+    summarise,
+)
 from toy_mdps.sweep.analysis import summarise_sweep
 from toy_mdps.sweep.config import SweepConfig
 
@@ -224,8 +230,12 @@ def run_sweep(
     L = policy.lipschitz_constant()
     T = mdp.max_length
     trajectories: dict[int, torch.Tensor] = {}
+    # one cell's samples and their method-independent tensors (shared by every method and eps)
     cell_cache: dict[tuple[int, int, int], Any] = {}
     pair_cache: dict[tuple[int, int], dict[str, Any]] = {}
+    # the [M, P] gradients of a row, reused by every row (the largest tensor of the sweep)
+    parameters = int(policy.random_parameters(0).numel())
+    workspace = torch.empty(config.num_minibatches, parameters, dtype=mdp.dtype)
     step = len(rows)
     bar = tqdm(
         total=len(points), initial=len(points) - len(todo), desc="toy sweep", disable=not progress
@@ -270,8 +280,11 @@ def run_sweep(
                 _, responses = sample_groups(
                     mdp, behavior_lp, config.num_minibatches, config.num_groups, group_size, gen
                 )
-                cell_cache[cell] = responses
-            responses = cell_cache[cell]
+                samples = chunked_sample_tensors(
+                    mdp, responses, pair["log_table"], pair["behavior_table"]
+                )
+                cell_cache[cell] = (responses, samples)
+            responses, samples = cell_cache[cell]
             spec = get_method(method)
             settings = _settings(config, eps)
             loss_config = spec.loss_config(settings, max_length=T)
@@ -284,8 +297,10 @@ def run_sweep(
                 advantage=advantage_kind(method, config.advantage),  # type: ignore[arg-type]
                 version_lag=pair["lag"],
                 policy=policy,
+                samples=samples,
+                out=workspace,
             )
-            stats = summarise(est, pair["target"], config.confidence)
+            stats = summarise(est, pair["target"], config.confidence, in_place=True)
             exact = pair["exact"]
             kl_mean = exact["ratio/kl_exact"]
             bound_eps = _bound_eps(spec, eps, settings)
