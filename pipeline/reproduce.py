@@ -246,6 +246,12 @@ STAGES: tuple[Stage, ...] = (
         (("experiments", "quick"),),
     ),
     Stage(
+        "toy_workers",
+        "Toy token MDPs: rollout workers with per-group lags (mixed delays, delay regularity)",
+        "pipeline.workers_stage:workers_stage",
+        (("experiments", ["mixed_quick", "regularity_quick"]),),
+    ),
+    Stage(
         "llm_tiny",
         "Qwen3 track on a CPU: the tiny recipe, and GRPO/TIC/GMC under a delay",
         "pipeline.reproduce:llm_tiny_stage",

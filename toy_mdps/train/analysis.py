@@ -34,6 +34,7 @@ import numpy as np
 from gmc_grpo import stats
 from gmc_grpo.records import read_json
 from toy_mdps.train.config import ExperimentConfig
+from toy_mdps.train.workers_analysis import delay_regularity_analysis, mixed_delay_analysis
 
 SIMILAR_TOL = 0.01
 TIE_RTOL = 1e-9
@@ -121,6 +122,12 @@ def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path)
         out["orderings"] = _length_orderings(rows, out_dir, level)
     elif config.kind == "eps_star":
         out["eps_star"] = eps_star_fit(rows)
+    elif config.kind == "mixed_delay":
+        out["mixed_delay"] = mixed_delay_analysis(config, out_dir, level)
+        out["orderings"] = out["mixed_delay"].pop("orderings")
+    elif config.kind == "delay_regularity":
+        out["delay_regularity"] = delay_regularity_analysis(config, out_dir, level)
+        out["orderings"] = out["delay_regularity"].pop("orderings")
     return out
 
 

@@ -43,6 +43,10 @@ EXPERIMENT_KINDS = (
 )
 # the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
+# the worker-schedule experiments (issue 17): `make reproduce` runs the quick ones in a stage of
+# their own (`pipeline.workers_stage`)
+WORKER_EXPERIMENTS = ("mixed_quick", "regularity_quick")
+FULL_WORKER_EXPERIMENTS = ("mixed_full", "regularity_full")
 
 
 @dataclass
@@ -251,6 +255,10 @@ class ExperimentConfig:
     zip: dict[str, list[Any]] = field(default_factory=dict)
     """`TrainConfig` field -> list of values, all of one length, taken together (e.g.
     `total_steps` with `lr`), then crossed with `grid`"""
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """name -> `TrainConfig` fields: settings that go together under one name (e.g. a schedule
+    and its parameters), crossed with `zip` and `grid`; the point's name starts with
+    `variant=<name>`"""
     confidence: float = 0.95
     """level of the intervals over seeds"""
     figures: bool = True
@@ -268,6 +276,16 @@ class ExperimentConfig:
                 check_field_names(TrainConfig, list(getattr(self, part)))
             except ValueError as err:
                 raise ValueError(f"ExperimentConfig.{part}: {err}") from None
+        for name, fields_of in self.variants.items():
+            if not isinstance(fields_of, dict) or not fields_of:
+                raise ValueError(
+                    f"ExperimentConfig.variants[{name!r}]={fields_of!r}: needs a dict of "
+                    "TrainConfig fields"
+                )
+            try:
+                check_field_names(TrainConfig, list(fields_of))
+            except ValueError as err:
+                raise ValueError(f"ExperimentConfig.variants[{name!r}]: {err}") from None
         for part in ("grid", "zip"):
             for key, values in getattr(self, part).items():
                 if not isinstance(values, list) or not values:
@@ -283,7 +301,8 @@ class ExperimentConfig:
         self.points()  # every point must be a valid TrainConfig
 
     def points(self) -> list[tuple[str, TrainConfig, dict[str, Any]]]:
-        """`(point name, TrainConfig, the varied values)` for every grid point, in run order."""
+        """`(point name, TrainConfig, the varied values)` for every grid point, in run order
+        (variants outermost, then `zip`, then `grid`)."""
         zipped = (
             [
                 dict(zip(self.zip, values, strict=True))
@@ -296,13 +315,23 @@ class ExperimentConfig:
             dict(zip(self.grid, values, strict=True))
             for values in itertools.product(*self.grid.values())
         ]
+        variants: list[tuple[str | None, dict[str, Any]]] = list(self.variants.items()) or [
+            (None, {})
+        ]
         out = []
-        for z in zipped:
-            for g in crossed:
-                varied = {**z, **g}
-                label = "_".join(f"{k}={_label(v)}" for k, v in varied.items()) or "run"
-                cfg = TrainConfig.from_dict({**self.base, **varied, "name": f"{self.name}/{label}"})
-                out.append((label, cfg, varied))
+        for variant, fields_of in variants:
+            for z in zipped:
+                for g in crossed:
+                    varied = {**z, **g}
+                    parts = [f"{k}={_label(v)}" for k, v in varied.items()]
+                    if variant is not None:
+                        parts.insert(0, f"variant={variant}")
+                    label = "_".join(parts) or "run"
+                    cfg = TrainConfig.from_dict(
+                        {**self.base, **fields_of, **varied, "name": f"{self.name}/{label}"}
+                    )
+                    shown = varied if variant is None else {"variant": variant, **varied}
+                    out.append((label, cfg, shown))
         return out
 
     @classmethod

@@ -386,6 +386,8 @@ class AsyncLearner:
                 "time_sum": torch.zeros(S, H + 1, dtype=torch.float64),
                 "time_count": torch.zeros(H + 1, dtype=torch.float64),
                 "beyond": torch.zeros(S, dtype=torch.float64),  # groups with lag > H
+                # every consumed group: count, sums of lag, length, lag^2, length^2, lag x length
+                "coupling": torch.zeros(S, 6, dtype=torch.float64),
             }
 
     # -- schedules ------------------------------------------------------------------------------
@@ -492,7 +494,7 @@ class AsyncLearner:
             "step_scale": scale,
         }
         if self.drift:
-            self._record_drift(lag)
+            self._record_drift(lag, batch["lengths"].double().mean(dim=-1))
         grad_norm = torch.linalg.vector_norm(direction, dim=1)  # [S]
         if cfg.grad_clip is not None:
             factor = (cfg.grad_clip / grad_norm.clamp(min=1e-300)).clamp(max=1.0)
@@ -532,9 +534,12 @@ class AsyncLearner:
             for s, seed in enumerate(cfg.seeds)
         ]
 
-    def _record_drift(self, lag: Tensor) -> None:
-        """Accumulate both sides of the delay-regularity condition at step `n` (module doc)."""
+    def _record_drift(self, lag: Tensor, length: Tensor) -> None:
+        """Accumulate both sides of the delay-regularity condition at step `n` (module doc), and
+        the moments of (lag, mean response length) over the consumed groups (`[S, B]` each)."""
         drift, n = self.drift, self.step
+        moments = (torch.ones_like(lag), lag, length, lag * lag, length * length, lag * length)
+        drift["coupling"] += torch.stack([m.sum(dim=1) for m in moments], dim=1)
         history = drift["history"]
         H, S = history.shape[0], history.shape[1]
         theta = self.theta.reshape(S, -1)
@@ -564,7 +569,9 @@ class AsyncLearner:
 
     def drift_summary(self) -> dict[str, Any]:
         """Per seed, for lags `t = 0..H`: groups of lag `t`, the sums of their own `D_n(t)` and of
-        the other seeds' mean `D_n(t)`, and the time sums and counts of `D_n(t)` (module doc)."""
+        the other seeds' mean `D_n(t)`, and the time sums and counts of `D_n(t)` (module doc);
+        and `corr_lag_length`, the correlation over the seed's groups of lag and mean response
+        length (the coupling a length-proportional generation time creates)."""
         if not self.drift:
             return {}
         d = self.drift
@@ -578,6 +585,7 @@ class AsyncLearner:
                     "others_sum": d["others_sum"][s].tolist(),
                     "time_sum": d["time_sum"][s].tolist(),
                     "beyond_max_lag": float(d["beyond"][s]),
+                    "corr_lag_length": _correlation(d["coupling"][s]),
                 }
                 for s, seed in enumerate(self.config.seeds)
             },
@@ -646,6 +654,16 @@ def _own_tensors(value: Any) -> Any:
     if isinstance(value, list):
         return [_own_tensors(v) for v in value]
     return value
+
+
+def _correlation(moments: Tensor) -> float | None:
+    """Pearson correlation from `[count, sum x, sum y, sum x^2, sum y^2, sum x y]` (None when a
+    variance is 0, e.g. constant lags)."""
+    n, sx, sy, sxx, syy, sxy = moments.tolist()
+    vx, vy = sxx - sx * sx / n, syy - sy * sy / n
+    if not (vx > 1e-12 * max(sxx, 1.0) and vy > 1e-12 * max(syy, 1.0)):
+        return None
+    return (sxy - sx * sy / n) / math.sqrt(vx * vy)
 
 
 def _finite_or_none(values: Tensor) -> list[float | None]:
