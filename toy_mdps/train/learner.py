@@ -85,6 +85,9 @@ from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_pol
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.tree import ExactState, PrefixTree, batched_logits, exact_state
 
+# entries of the drift record's distance buffer (a few MB, reused within a step)
+_DRIFT_CHUNK_ENTRIES = 1 << 21
+
 # the keys of one schedule item (a batch of `k` groups: `k = B` for the batch schedules, 1 for
 # the worker schedule), each with a leading `[k]` dimension
 ITEM_KEYS = (
@@ -545,9 +548,19 @@ class AsyncLearner:
         theta = self.theta.reshape(S, -1)
         reach = min(n, H)
         if reach > 0:
+            # slot h holds theta_m for the latest m < n with m = h (mod H): t = (n - h) mod H.
+            # Distances slot by slot in chunks into one buffer (no gather, no [H, S, P] temp).
+            filled = H if n >= H else n  # slots 0..n-1 until the history is full
+            by_slot = torch.empty(filled, S, dtype=theta.dtype)
+            chunk = max(1, min(filled, _DRIFT_CHUNK_ENTRIES // max(theta.numel(), 1)))
+            buffer = torch.empty(chunk, S, theta.shape[1], dtype=theta.dtype)
+            for start in range(0, filled, chunk):
+                stop = min(filled, start + chunk)
+                part = buffer[: stop - start]
+                torch.sub(history[start:stop], theta, out=part)
+                by_slot[start:stop] = part.square_().sum(dim=-1)
             slots = torch.tensor([(n - t) % H for t in range(1, reach + 1)])
-            past = history.index_select(0, slots)  # [reach, S, P]: theta_(n-t)
-            dist = (theta.unsqueeze(0) - past).pow(2).sum(dim=-1).T  # [S, reach], t = 1..reach
+            dist = by_slot.index_select(0, slots).T  # [S, reach], t = 1..reach
             drift["time_sum"][:, 1 : reach + 1] += dist
             drift["time_count"][1 : reach + 1] += 1
             others = (dist.sum(dim=0, keepdim=True) - dist) / max(S - 1, 1)
