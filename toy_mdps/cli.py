@@ -25,7 +25,9 @@ EPILOG = """examples:
   gmc-grpo toy sweep --quick --methods gmc,tic --group-sizes 2,8,32,128
   gmc-grpo toy train --quick
   gmc-grpo toy train --experiment delay_full
-  gmc-grpo toy train --method gmc --delay 32 --seeds 5"""
+  gmc-grpo toy train --method gmc --delay 32 --seeds 5
+  gmc-grpo toy train --schedule workers --workers 64 --generation-time exponential
+  gmc-grpo toy train --experiment mixed_quick"""
 
 
 def build_parser() -> argparse.ArgumentParser:

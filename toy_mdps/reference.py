@@ -22,6 +22,15 @@ from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import Policy, TabularSoftmax
 
 
+def _policy_and_behavior_table(
+    mdp: TokenMDP, theta_behavior: Tensor, policy: Policy | None
+) -> tuple[Policy, Tensor]:
+    """The policy class (default tabular) and the behavior policy's `[S, V]` log-table."""
+    pol = TabularSoftmax(mdp) if policy is None else policy
+    with torch.no_grad():
+        return pol, torch.log_softmax(pol.logits(theta_behavior), dim=-1)
+
+
 def loop_gradient_estimates(
     mdp: TokenMDP,
     responses: Tensor,
@@ -34,10 +43,8 @@ def loop_gradient_estimates(
     policy: Policy | None = None,
 ) -> Tensor:
     """`[M, P]` estimates from `[M, B, G]` responses, one `policy_loss` + backward per group."""
-    pol = TabularSoftmax(mdp) if policy is None else policy
+    pol, behavior_table = _policy_and_behavior_table(mdp, theta_behavior, policy)
     M, B, G = responses.shape
-    with torch.no_grad():
-        behavior_table = torch.log_softmax(pol.logits(theta_behavior), dim=-1)
     out = torch.zeros(M, theta.numel(), dtype=theta.dtype)
     lag = None if version_lag is None else torch.full((1, G), float(version_lag), dtype=theta.dtype)
     for m in range(M):
@@ -78,10 +85,8 @@ def minibatch_gradient_estimates(
     The behavior log-probs, masks, rewards and advantages of all minibatches are gathered once,
     outside the loop (they carry no gradient).
     """
-    pol = TabularSoftmax(mdp) if policy is None else policy
+    pol, behavior_table = _policy_and_behavior_table(mdp, theta_behavior, policy)
     M, B, G = responses.shape
-    with torch.no_grad():
-        behavior_table = torch.log_softmax(pol.logits(theta_behavior), dim=-1)
     tokens, states = mdp.response_tokens[responses], mdp.response_states[responses]
     mask = mdp.response_mask[responses]  # [M, B, G, T]
     zero = torch.zeros((), dtype=theta.dtype)

@@ -264,20 +264,6 @@ def chunked_estimates(
     M = responses.shape[0]
     if samples is None:
         samples = chunked_sample_tensors(mdp, responses, log_table, behavior_log_table)
-    if out is None:
-        parts = [
-            gradient_estimates(
-                mdp,
-                responses[i : i + size],
-                log_table,
-                behavior_log_table,
-                config,
-                samples=chunk,
-                **kw,  # type: ignore[arg-type]
-            )
-            for chunk, i in zip(samples, range(0, M, size), strict=True)
-        ]
-        return _cat(parts)
     parts = [
         gradient_estimates(
             mdp,
@@ -286,11 +272,13 @@ def chunked_estimates(
             behavior_log_table,
             config,
             samples=chunk,
-            out=out[i : i + size],
+            out=None if out is None else out[i : i + size],
             **kw,  # type: ignore[arg-type]
         )
         for chunk, i in zip(samples, range(0, M, size), strict=True)
     ]
+    if out is None:
+        return _cat(parts)
     rest = {f: torch.cat([getattr(p, f) for p in parts]) for f in Estimates.__dataclass_fields__}
     rest["gradients"] = out
     return Estimates(**rest)

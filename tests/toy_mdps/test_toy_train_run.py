@@ -130,6 +130,23 @@ def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
     plt.close(fig)
 
 
+def test_parallel_experiment_writes_the_records_of_a_serial_one(tmp_path: Path) -> None:
+    config = ExperimentConfig.from_dict(
+        {
+            "name": "jobs",
+            "kind": "delay_sweep",
+            "base": {**TINY, "total_steps": 8, "seeds": [0, 1]},
+            "grid": {"method": ["gmc", "tic", "grpo"], "delay": [0, 3]},
+        }
+    )
+    serial = run_experiment(config, tmp_path / "serial", progress=False)
+    parallel = run_experiment(config, tmp_path / "parallel", progress=False, jobs=2)
+    assert serial["results"] == parallel["results"]
+    assert serial["orderings"] == parallel["orderings"]
+    for label, _, _ in config.points():
+        assert _lines(tmp_path / "serial" / label) == _lines(tmp_path / "parallel" / label)
+
+
 def test_t_interval_and_verdicts() -> None:
     stat = t_interval([1.0, 2.0, 3.0])
     assert stat["mean"] == 2.0

@@ -3,8 +3,9 @@
 Registered in `toy_mdps.cli.COMMANDS`.
 
 - `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`): a grid of runs, e.g.
-  `delay_quick`, `delay_full`, `group_quick`, `length_quick`, `eps_quick` (files
-  `toy_mdps/configs/train_<NAME>.json`); output `runs/toy_train_<name>/`.
+  `delay_quick`, `delay_full`, `group_quick`, `length_quick`, `eps_quick`, and with the worker
+  schedule `mixed_quick`, `regularity_quick` (files `toy_mdps/configs/train_<NAME>.json`);
+  output `runs/toy_train_<name>/`.
 - otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`, or
   `--schedule workers --workers 64 --generation-time exponential ...`); output
   `runs/toy_train_<method>_D<delay>/` (workers: `runs/toy_train_<method>_W<W>_<time model>/`;
@@ -82,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--experiment",
         default=None,
         help="shipped experiment: delay_quick, group_quick, length_quick, eps_quick, "
-        "delay_full, group_full, length_full, eps_full",
+        "delay_full, group_full, length_full, eps_full; worker schedule: mixed_quick, "
+        "regularity_quick, mixed_full, regularity_full",
     )
     parser.add_argument(
         "--config", type=Path, default=None, help="an ExperimentConfig JSON file (grid of runs)"
@@ -97,6 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="experiments: grid points run at once in worker processes, one torch thread each "
+        "(e.g. 2 on a 2-core machine); the records equal those of --jobs 1 --threads 1",
+    )
     for flag, (_, kind, text) in _RUN_FLAGS.items():
         parser.add_argument(flag, type=kind, default=None, help=f"single run: {text}")
 
@@ -118,6 +127,8 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     chosen = sum(bool(x) for x in (args.experiment, args.config, args.quick))
     if chosen > 1:
         raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config, --quick")
+    if args.jobs < 1:
+        raise SystemExit(f"gmc-grpo toy train: --jobs={args.jobs}: must be >= 1")
     overrides = {
         name: getattr(args, flag.lstrip("-").replace("-", "_"))
         for flag, (name, _, _) in _RUN_FLAGS.items()
@@ -144,7 +155,9 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
                 out = (root or Path("runs") / "toy_train") / config.name
             else:
                 out = root or Path("runs") / f"toy_train_{config.name}"
-            summary = run_experiment(config, out, fresh=args.fresh, progress=not args.no_progress)
+            summary = run_experiment(
+                config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs
+            )
             if draw_figures is not None and config.figures and not args.no_figures:
                 draw_figures("experiment", out)
             print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")

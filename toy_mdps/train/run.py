@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import os
 import time
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ import torch
 from gmc_grpo.records import RunWriter, atomic_write_json, read_json, read_jsonl
 from gmc_grpo.staleness import lag_statistics
 from gmc_grpo.stats import t_interval
+from toy_mdps.jobs import single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
@@ -216,16 +218,26 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
     return row
 
 
+def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> dict[str, Any]:
+    """One point of an experiment in a worker process (`run_experiment(jobs > 1)`)."""
+    summary = train(TrainConfig.from_dict(config_dict), run_dir, resume=resume)
+    assert summary is not None
+    return summary
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: str | Path,
     *,
     fresh: bool = False,
     progress: bool = True,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Run (or resume) every point of the experiment; returns the experiment's summary.
 
     Writes `experiment.json`, one run directory per point, `results.csv` and `summary.json`.
+    `jobs > 1` runs that many points at once in worker processes (one torch thread each); every
+    point's records equal those of `jobs=1` with one thread.
     """
     from tqdm import tqdm
 
@@ -236,14 +248,30 @@ def run_experiment(
     rows = []
     started = time.perf_counter()
     bar = tqdm(total=len(points), desc=f"toy train {config.name}", disable=not progress)
+    pool = None
     try:
-        for label, cfg, _ in points:
-            bar.set_postfix_str(label)
-            summary = train(cfg, out_dir / label, resume=not fresh)
+        if jobs == 1:
+            summaries = []
+            for label, cfg, _ in points:
+                bar.set_postfix_str(label)
+                summaries.append(train(cfg, out_dir / label, resume=not fresh))
+                bar.update(1)
+        else:
+            pool = worker_pool(jobs, single_thread)
+            futures = [
+                pool.submit(_train_point, cfg.to_dict(), out_dir / label, not fresh)
+                for label, cfg, _ in points
+            ]
+            for future in as_completed(futures):
+                future.result()  # a failed point raises here
+                bar.update(1)
+            summaries = [future.result() for future in futures]
+        for (label, cfg, _), summary in zip(points, summaries, strict=True):
             assert summary is not None
             rows.append(result_row(label, cfg, summary))
-            bar.update(1)
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         bar.close()
     write_results_csv(rows, out_dir / "results.csv")
     analysis = analyse(config, rows, out_dir)
