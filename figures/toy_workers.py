@@ -140,10 +140,12 @@ def plot_regularity(
 def plot_regularity_gap(runs: dict[str, dict[str, Any]], ax: Any = None) -> Any:
     """`(lhs - rhs) / rhs` vs `t` with its 95% interval, one line per run (`regularity_arrays`)."""
     fig, ax = single_axes(ax, (5.0, 3.6))
-    for i, (_, r) in enumerate(sorted(runs.items())):
+    variants = sorted({r["variant"] for r in runs.values()})
+    styles = ("-", "--", ":", "-.")
+    for _, r in sorted(runs.items()):
         rhs = np.where(r["rhs"] > 0, r["rhs"], np.nan)
         color = method_color(r["method"])
-        style = "-" if i % 2 == 0 else ":"
+        style = styles[variants.index(r["variant"]) % len(styles)]
         ax.plot(
             r["lag"],
             r["difference"] / rhs,
