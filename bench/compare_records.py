@@ -20,8 +20,11 @@ Usage:
 `summary.json` and `results.csv` of every run directory, except wall-clock and version fields
 (`IGNORED`), and print each difference. Declared renames (`--rename-key OLD=NEW`,
 `--rename-value KEY:OLD=NEW`) are applied to the baseline before comparing, so a change of
-vocabulary is told apart from a change of numbers; the report counts them. Exit status 0 when
-the records are identical, 1 otherwise.
+vocabulary is told apart from a change of numbers; the report counts them. A declared tolerance
+(`--rtol 1e-12`) lets two floats that differ by at most that relative amount pass (a change that
+only reorders floating-point additions); the report lists every field where it was used, how
+often and the largest relative difference, so such a change is explained field by field. Exit
+status 0 when the records are identical (up to the declared tolerance), 1 otherwise.
 
 Every job runs in its own process on the CPU with one thread (`OMP_NUM_THREADS=1`), so the
 numbers do not depend on the thread count; the command-line router is `pipeline.cli` when it
@@ -190,7 +193,48 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b if isinstance(a, (int, float)) else a == b
 
 
-def _walk(base: Any, current: Any, where: str, out: list[str]) -> None:
+class Tolerance:
+    """A declared relative tolerance for floats (`--rtol`); tallies where it was used.
+
+    `used[field] = [count, largest relative difference]`, `field` the last path component with
+    row indices dropped (e.g. `policy/grad_norm_sq`).
+    """
+
+    def __init__(self, rtol: float = 0.0) -> None:
+        self.rtol = rtol
+        self.used: dict[str, list[float]] = {}
+
+    def close(self, a: Any, b: Any, where: str) -> bool:
+        if self.rtol <= 0 or not (isinstance(a, float) and isinstance(b, float)):
+            return False
+        scale = max(abs(a), abs(b))
+        if not (math.isfinite(a) and math.isfinite(b)) or abs(a - b) > self.rtol * scale:
+            return False
+        field = re.sub(r"\[\d+\]", "[]", where.split("/", 1)[-1] if "jsonl" in where else where)
+        field = re.sub(r"^.*?(metrics\.jsonl|summary\.json|results\.csv)", r"\1", field)
+        field = re.sub(r"\.\d+\.", ".#.", field)
+        tally = self.used.setdefault(field, [0, 0.0])
+        tally[0] += 1
+        tally[1] = max(tally[1], abs(a - b) / scale)
+        return True
+
+
+NO_TOLERANCE = Tolerance()
+
+
+def _csv_float(value: Any) -> Any:
+    """CSV cells are strings: compare numeric ones as floats under a tolerance."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _walk(
+    base: Any, current: Any, where: str, out: list[str], tolerance: Tolerance = NO_TOLERANCE
+) -> None:
     if isinstance(base, dict) and isinstance(current, dict):
         for key in sorted(set(base) | set(current), key=str):
             if IGNORED.search(str(key)):
@@ -200,16 +244,22 @@ def _walk(base: Any, current: Any, where: str, out: list[str]) -> None:
             elif key not in base:
                 out.append(f"{where}.{key}: only in the current records ({current[key]!r})")
             else:
-                _walk(base[key], current[key], f"{where}.{key}", out)
+                _walk(base[key], current[key], f"{where}.{key}", out, tolerance)
         return
     if isinstance(base, list) and isinstance(current, list):
         if len(base) != len(current):
             out.append(f"{where}: {len(base)} rows in the baseline, {len(current)} now")
         for i, (b, c) in enumerate(zip(base, current, strict=False)):
-            _walk(b, c, f"{where}[{i}]", out)
+            _walk(b, c, f"{where}[{i}]", out, tolerance)
         return
-    if not _equal(base, current):
-        out.append(f"{where}: {base!r} -> {current!r}")
+    if _equal(base, current):
+        return
+    if where.endswith(tuple(f".{k}" for k in ("csv",))) or ".csv[" in where:
+        if tolerance.close(_csv_float(base), _csv_float(current), where):
+            return
+    elif tolerance.close(base, current, where):
+        return
+    out.append(f"{where}: {base!r} -> {current!r}")
 
 
 def _normalise_paths(value: Any, root: Path) -> Any:
@@ -241,10 +291,12 @@ def compare(
     renames: Renames,
     limit: int = 20,
     parts: list[str] | None = None,
+    tolerance: Tolerance = NO_TOLERANCE,
 ) -> int:
     """Print every difference between two record folders; return the number of differences.
 
     `parts`: compare only the records of these jobs (top-level folders); default all.
+    `tolerance`: the declared `--rtol` (floats closer than it are not differences; reported).
     """
 
     def wanted(rel: Path) -> bool:
@@ -265,7 +317,7 @@ def compare(
         base = renames.apply(_normalise_paths(_read(base_root / base_files[rel]), base_root))
         current = _normalise_paths(_read(current_root / rel), current_root)
         diffs: list[str] = []
-        _walk(base, current, str(rel), diffs)
+        _walk(base, current, str(rel), diffs, tolerance)
         rows = len(current) if isinstance(current, list) else 1
         status = "identical" if not diffs else f"{len(diffs)} differences"
         print(f"{rel}: {rows} rows, {status}")
@@ -276,6 +328,11 @@ def compare(
         total += len(diffs)
     for what, count in sorted(renames.applied.items()):
         print(f"declared rename applied {count} times: {what}")
+    for field, (count, largest) in sorted(tolerance.used.items()):
+        print(
+            f"declared tolerance rtol={tolerance.rtol:g} used {int(count)} times: {field} "
+            f"(largest relative difference {largest:.2e})"
+        )
     print(f"total differences: {total}")
     return total
 
@@ -303,7 +360,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rename-key", action="append", default=[], metavar="OLD=NEW")
     parser.add_argument("--rename-value", action="append", default=[], metavar="KEY:OLD=NEW")
     parser.add_argument("--limit", type=int, default=20, help="differences printed per file")
+    parser.add_argument(
+        "--rtol",
+        type=float,
+        default=0.0,
+        help="declared relative tolerance for floats (default 0: bit for bit); every field "
+        "where it is used is listed with its largest relative difference",
+    )
     args = parser.parse_args(argv)
+    tolerance = Tolerance(args.rtol)
     values = {}
     for key_old, new in _pairs(args.rename_value, "value"):
         key, _, old = key_old.partition(":")
@@ -318,12 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "diff":
         if args.current is None:
             parser.error("diff needs two folders")
-        return int(compare(args.baseline, args.current, renames, args.limit, args.parts) > 0)
+        found = compare(args.baseline, args.current, renames, args.limit, args.parts, tolerance)
+        return int(found > 0)
     current = args.keep or Path(tempfile.mkdtemp(prefix="records_"))
     current.mkdir(parents=True, exist_ok=True)
     run_jobs(current, args.parts)
     print(f"new records in {current}")
-    return int(compare(args.baseline, current, renames, args.limit, args.parts) > 0)
+    return int(compare(args.baseline, current, renames, args.limit, args.parts, tolerance) > 0)
 
 
 if __name__ == "__main__":

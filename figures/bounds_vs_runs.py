@@ -130,9 +130,17 @@ def _mean_of(rows: Sequence[dict[str, Any]], key: str) -> float | None:
 def _tau4(run: Run, rows: Sequence[dict[str, Any]], suite: str) -> float | None:
     if suite == "fixed_delay":
         return None if run.delay is None else float(run.delay) ** 4
-    lags = [float(r["staleness/lag"]) for r in rows if finite(r.get("staleness/lag"))]
-    if lags:
-        return sum(x**4 for x in lags) / len(lags)
+    # per step the mean over the batch's groups of lag^4 when a batch mixes lags (toy worker
+    # schedule), else the step's lag to the 4th
+    fourth = [
+        float(r["staleness/lag4_mean"])
+        if finite(r.get("staleness/lag4_mean"))
+        else float(r["staleness/lag"]) ** 4
+        for r in rows
+        if finite(r.get("staleness/lag"))
+    ]
+    if fourth:
+        return sum(fourth) / len(fourth)
     return None if run.delay is None else float(run.delay) ** 4
 
 

@@ -10,6 +10,7 @@ plotting (`plot_*`, each taking `ax=None` and returning the figure) are apart.
 - `plot_metric_vs_delay`: convergence metric and final `J` vs `D` per method.
 - `plot_group_study`: GMC vs TIC over `G` (mean `J` over training and final `J`).
 - `plot_eps_star`: convergence metric vs `eps` per `(N, D)` and the fitted `eps*` law.
+- the worker-schedule experiments (mixed lags, delay regularity): `figures.toy_workers`.
 """
 
 from __future__ import annotations
@@ -318,6 +319,10 @@ def write_training_figures(experiment_dir: str | Path) -> list[Path]:
         figs["length_coupled"] = fig
     elif kind == "eps_star" and summary.get("eps_star"):
         figs["eps_star"] = plot_eps_star(summary["eps_star"])
+    elif kind in ("mixed_delay", "delay_regularity"):
+        from figures.toy_workers import write_worker_figures
+
+        figs.update(write_worker_figures(experiment_dir))
     paths = []
     for name, fig in figs.items():
         path = out / f"{experiment['name']}_{name}.png"

@@ -69,6 +69,8 @@ METRIC_NAMES: dict[str, str] = {
     "staleness/lag_max": "largest realised lag in the consumed batch",
     "staleness/lag_min": "smallest realised lag in the consumed batch (worker schedule)",
     "staleness/lag_std": "population std of the lags of the batch's groups (worker schedule)",
+    "staleness/lag4_mean": "mean over the consumed batch's groups of lag^4, its term of tau4 "
+    "(§4.1; worker schedule)",
     "optim/lr": "step size actually used (after schedule and method-specific scaling)",
     "optim/grad_norm": "gradient norm before clipping",
     "gac/cosine": "GAC: cosine between the current and previous gradient",

@@ -211,6 +211,12 @@ STAGES: tuple[Stage, ...] = (
         reads_earlier=True,
     ),
     Stage(
+        "toy_workers",
+        "Toy token MDPs: rollout workers with per-group lags (mixed delays, delay regularity)",
+        "pipeline.workers_stage:workers_stage",
+        (("experiments", ["mixed_quick", "regularity_quick"]),),
+    ),
+    Stage(
         "llm_tiny",
         "Qwen3 track on a CPU: GRPO/TIC/GMC under a delay, paired over seeds",
         "pipeline.llm_stage:llm_tiny_stage",

@@ -29,7 +29,9 @@ EPILOG = """examples:
   gmc-grpo toy train --quick
   gmc-grpo toy train --experiment delay_full
   gmc-grpo toy train --method gmc --delay 32 --seeds 0,1,2,3,4
-  gmc-grpo toy train --method gmc --delay 32 --seeds 0,1,2,3,4 --extend-to 400"""
+  gmc-grpo toy train --method gmc --delay 32 --seeds 0,1,2,3,4 --extend-to 400
+  gmc-grpo toy train --schedule workers --workers 64 --generation-time exponential
+  gmc-grpo toy train --experiment mixed_quick"""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,7 +40,14 @@ def response_probabilities(mdp: TokenMDP, theta: Tensor, policy: Policy | None =
 
 
 def logit_gradient(
-    mdp: TokenMDP, log_table: Tensor, states: Tensor, tokens: Tensor, psi: Tensor
+    mdp: TokenMDP,
+    log_table: Tensor,
+    states: Tensor,
+    tokens: Tensor,
+    psi: Tensor,
+    *,
+    probs: Tensor | None = None,
+    out: Tensor | None = None,
 ) -> Tensor:
     """`sum_t psi_t grad_z log pi(y_t | s_t)` w.r.t. the logits table, for many sums at once.
 
@@ -52,6 +59,9 @@ def logit_gradient(
         states, tokens: `[L, n]` long (`L` independent sums, `n` tokens each; padding must carry
             `psi = 0`).
         psi: `[L, n]` weights.
+        probs: `log_table.exp()` if already computed.
+        out: a contiguous buffer of `L S V` entries to write the result into (reused across
+            calls, no fresh allocation); its previous content is overwritten.
     Returns:
         `[L, S, V]` dense gradients.
     """
@@ -59,11 +69,14 @@ def logit_gradient(
     L = psi.shape[0]
     row = (torch.arange(L).unsqueeze(1) * S + states).reshape(-1)
     flat = psi.reshape(-1).to(log_table.dtype)
-    hit = torch.zeros(L * S * V, dtype=log_table.dtype)
+    if out is None:
+        hit = torch.zeros(L * S * V, dtype=log_table.dtype)
+    else:
+        hit = out.view(-1)[: L * S * V].zero_()
     hit.index_add_(0, row * V + tokens.reshape(-1), flat)
     mass = torch.zeros(L * S, dtype=log_table.dtype)
     mass.index_add_(0, row, flat)
-    probs = log_table.exp().unsqueeze(0)
+    probs = (log_table.exp() if probs is None else probs).unsqueeze(0)
     return hit.view(L, S, V).addcmul_(mass.view(L, S, 1), probs, value=-1.0)
 
 

@@ -127,6 +127,42 @@ class Estimates:
     log_ratio_max: Tensor
 
 
+@dataclass
+class SampleTensors:
+    """What every method's estimate of one chunk of minibatches reads (method-independent).
+
+    tokens, states, mask: `[L, B, G, T]`; logprobs, behavior_logprobs: `[L, B, G, T]` token
+    log-probs of `theta` and `theta_behavior` (0 on padding); rewards: `[L, B, G]`;
+    advantages: kind -> `[L, B, G]`, filled on first use (`advantages_of`).
+    """
+
+    tokens: Tensor
+    states: Tensor
+    mask: Tensor
+    logprobs: Tensor
+    behavior_logprobs: Tensor
+    rewards: Tensor
+    advantages: dict[str, Tensor]
+
+    def advantages_of(self, kind: str) -> Tensor:
+        if kind not in self.advantages:
+            self.advantages[kind] = adv_lib.compute(self.rewards, kind)  # type: ignore[arg-type]
+        return self.advantages[kind]
+
+
+def sample_tensors(
+    mdp: TokenMDP, responses: Tensor, log_table: Tensor, behavior_log_table: Tensor
+) -> SampleTensors:
+    """The method-independent tensors of `[L, B, G]` responses (shared by every method and
+    `eps` of a sweep cell)."""
+    tokens = mdp.response_tokens[responses]  # [L, B, G, T]
+    states = mdp.response_states[responses]
+    mask = mdp.response_mask[responses]
+    lp = log_table[states, tokens] * mask
+    lb = behavior_log_table[states, tokens] * mask
+    return SampleTensors(tokens, states, mask, lp, lb, mdp.rewards[responses], {})
+
+
 def gradient_estimates(
     mdp: TokenMDP,
     responses: Tensor,
@@ -137,6 +173,8 @@ def gradient_estimates(
     advantage: str = "loo",
     version_lag: float | None = None,
     policy: Policy | None = None,
+    samples: SampleTensors | None = None,
+    out: Tensor | None = None,
 ) -> Estimates:
     """Each minibatch's estimate `g` of the method in `config`, vectorised over minibatches.
 
@@ -148,23 +186,31 @@ def gradient_estimates(
         advantage: the advantage kind (`"loo"`, `"centered"`, `"std"`).
         version_lag: A-3PO's learner versions between current and behavior policy.
         policy: the policy class (default tabular); `pullback` maps logit gradients to `theta`.
+        samples: `sample_tensors(mdp, responses, log_table, behavior_log_table)` if already
+            built (a sweep cell shares them across methods).
+        out: `[L, P]` buffer for the gradients (written in place and returned as `gradients`).
     """
     pol = TabularSoftmax(mdp) if policy is None else policy
     L, B, G = responses.shape
-    tokens = mdp.response_tokens[responses]  # [L, B, G, T]
-    states = mdp.response_states[responses]
-    mask = mdp.response_mask[responses]
-    lp = log_table[states, tokens] * mask
-    lb = behavior_log_table[states, tokens] * mask
-    rewards = mdp.rewards[responses]  # [L, B, G]
-    adv = adv_lib.compute(rewards, advantage)  # type: ignore[arg-type]
+    if samples is None:
+        samples = sample_tensors(mdp, responses, log_table, behavior_log_table)
+    lp, lb, mask = samples.logprobs, samples.behavior_logprobs, samples.mask
+    adv = samples.advantages_of(advantage)
     # the lag reaches the losses that read it (A-3PO); the others ignore it
     lag = None if version_lag is None else torch.full((L, B, G), float(version_lag), dtype=lp.dtype)
     psi = gradient_weights(config, lp, lb, adv, mask, version_lag=lag)
+    tabular = isinstance(pol, TabularSoftmax)
     logit_grad = logit_gradient(
-        mdp, log_table, states.reshape(L, -1), tokens.reshape(L, -1), psi.reshape(L, -1)
+        mdp,
+        log_table,
+        samples.states.reshape(L, -1),
+        samples.tokens.reshape(L, -1),
+        psi.reshape(L, -1),
+        out=out if tabular else None,
     )
     grads = pol.pullback(logit_grad).reshape(L, -1)
+    if out is not None and not tabular:
+        grads = out.copy_(grads)
     s = (lp - lb).sum(dim=-1)  # [L, B, G]
     diag = minibatch_diagnostics(config, s, psi, adv, mask)
     return Estimates(
@@ -182,23 +228,60 @@ def _cat(parts: list[Estimates]) -> Estimates:
     )
 
 
+def chunk_size(mdp: TokenMDP) -> int:
+    """Minibatches per chunk: bounds the dense `[chunk, S V]` logit gradient."""
+    return max(1, _CHUNK_ENTRIES // (mdp.num_states * mdp.vocab_size))
+
+
+def chunked_sample_tensors(
+    mdp: TokenMDP, responses: Tensor, log_table: Tensor, behavior_log_table: Tensor
+) -> list[SampleTensors]:
+    """`sample_tensors` of each chunk of minibatches (`chunk_size`)."""
+    size = chunk_size(mdp)
+    return [
+        sample_tensors(mdp, responses[i : i + size], log_table, behavior_log_table)
+        for i in range(0, responses.shape[0], size)
+    ]
+
+
 def chunked_estimates(
     mdp: TokenMDP,
     responses: Tensor,
     log_table: Tensor,
     behavior_log_table: Tensor,
     config: PolicyLossConfig,
+    *,
+    samples: list[SampleTensors] | None = None,
+    out: Tensor | None = None,
     **kw: object,
 ) -> Estimates:
-    """`gradient_estimates` over chunks of minibatches (bounded memory), concatenated."""
-    size = max(1, _CHUNK_ENTRIES // (mdp.num_states * mdp.vocab_size))
+    """`gradient_estimates` over chunks of minibatches (bounded memory), concatenated.
+
+    `samples`: `chunked_sample_tensors(...)` if already built; `out`: an `[M, P]` buffer that
+    receives the gradients (reused across calls: no fresh allocation of the largest tensor).
+    """
+    size = chunk_size(mdp)
+    M = responses.shape[0]
+    if samples is None:
+        samples = chunked_sample_tensors(mdp, responses, log_table, behavior_log_table)
     parts = [
         gradient_estimates(
-            mdp, responses[i : i + size], log_table, behavior_log_table, config, **kw
-        )  # type: ignore[arg-type]
-        for i in range(0, responses.shape[0], size)
+            mdp,
+            responses[i : i + size],
+            log_table,
+            behavior_log_table,
+            config,
+            samples=chunk,
+            out=None if out is None else out[i : i + size],
+            **kw,  # type: ignore[arg-type]
+        )
+        for chunk, i in zip(samples, range(0, M, size), strict=True)
     ]
-    return _cat(parts)
+    if out is None:
+        return _cat(parts)
+    rest = {f: torch.cat([getattr(p, f) for p in parts]) for f in Estimates.__dataclass_fields__}
+    rest["gradients"] = out
+    return Estimates(**rest)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,7 +335,12 @@ def squared_bias(gradients: Tensor, target: Tensor, level: float = 0.95) -> Bias
     `U_{-i} = (||S||^2 - 2 <S, d_i> - Q + 2 ||d_i||^2) / ((M-1)(M-2))`, `S = sum d`,
     `Q = sum ||d||^2`.
     """
-    d = gradients.double().sub(target.double().reshape(1, -1))
+    deviations = gradients.double().sub(target.double().reshape(1, -1))
+    return _squared_bias_of_deviations(deviations, level)[0]
+
+
+def _squared_bias_of_deviations(d: Tensor, level: float) -> tuple[BiasEstimate, Tensor]:
+    """`(squared_bias, S = sum_m d_m)` from the deviations `d = g - target` `[M, P]`."""
     M = d.shape[0]
     if M < 3:
         raise ValueError(f"the jackknife needs at least 3 minibatches, got M={M}")
@@ -268,7 +356,7 @@ def squared_bias(gradients: Tensor, target: Tensor, level: float = 0.95) -> Bias
     raw = float(SS) / M**2
     noise = float((Q - SS / M) / (M - 1)) / M
     u = float(U)
-    return BiasEstimate(Interval(u, u - z * se, u + z * se, level), raw, noise)
+    return BiasEstimate(Interval(u, u - z * se, u + z * se, level), raw, noise), S
 
 
 @dataclass(frozen=True)
@@ -328,16 +416,27 @@ def estimator_statistics(
     return summarise(est, target, level)
 
 
-def summarise(est: Estimates, target: Tensor, level: float = 0.95) -> EstimatorStatistics:
-    """Intervals for the bias, second moment and diagnostics of per-minibatch estimates."""
-    g = est.gradients
+def summarise(
+    est: Estimates, target: Tensor, level: float = 0.95, *, in_place: bool = False
+) -> EstimatorStatistics:
+    """Intervals for the bias, second moment and diagnostics of per-minibatch estimates.
+
+    `in_place=True` turns `est.gradients` (float64) into the deviations `g - target` instead of
+    allocating them (the same numbers; `est.gradients` is not usable afterwards).
+    """
+    g = est.gradients.double()
+    second = mean_interval(torch.linalg.vector_norm(g, dim=1).square(), level)
+    flat_target = target.double().reshape(1, -1)
+    deviations = g.sub_(flat_target) if in_place else g.sub(flat_target)
+    bias, total = _squared_bias_of_deviations(deviations, level)
+    mean_gradient = flat_target[0] + total / g.shape[0]  # target + mean(g - target)
     return EstimatorStatistics(
-        bias=squared_bias(g, target, level),
-        second_moment=mean_interval(torch.linalg.vector_norm(g.double(), dim=1).square(), level),
+        bias=bias,
+        second_moment=second,
         removed_mass=mean_interval(est.removed_mass, level),
         capped_frac=mean_interval(est.capped_frac, level),
         clipped_token_frac=mean_interval(est.clipped_token_frac, level),
-        mean_gradient=g.double().mean(dim=0),
+        mean_gradient=mean_gradient,
         target=target.reshape(-1).double(),
         num_minibatches=int(g.shape[0]),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -23,16 +24,20 @@ from toy_mdps.exact import (
     response_token_logprobs,
 )
 from toy_mdps.policies import LogLinearSoftmax
-from toy_mdps.reference import loop_gradient_estimates
+from toy_mdps.reference import loop_gradient_estimates, minibatch_gradient_estimates
 from toy_mdps.statistics import (
+    chunked_estimates,
+    chunked_sample_tensors,
     estimator_statistics,
     exact_estimator_moments,
     gradient_estimates,
     sample_groups,
     squared_bias,
+    summarise,
 )
 
 torch.set_num_threads(1)
+statistics_module = sys.modules["toy_mdps.statistics"]
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +208,37 @@ def test_vectorised_estimates_equal_the_per_group_autograd_loop(method: str) -> 
     slow = loop_gradient_estimates(mdp, responses, theta, behavior, cfg, version_lag=2)
     assert torch.allclose(fast, slow, rtol=1e-10, atol=1e-15)
     assert float(fast.abs().sum()) > 0
+    # the batched autograd baseline of bench/bench_toy_statistics.py: one backward per minibatch
+    batched = minibatch_gradient_estimates(mdp, responses, theta, behavior, cfg, version_lag=2)
+    assert torch.allclose(batched, slow, rtol=1e-10, atol=1e-15)
+
+
+def test_estimates_into_a_reused_buffer_equal_fresh_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's path (shared sample tensors, one reused [M, P] buffer, statistics in place)
+    gives the same numbers, bit for bit, as fresh tensors (chunks of 7 minibatches)."""
+    mdp = TokenMDP(num_prompts=3, vocab_size=3, max_length=4, seed=2)
+    monkeypatch.setattr(statistics_module, "_CHUNK_ENTRIES", 7 * mdp.num_states * 3)
+    theta = mdp.random_parameters(0)
+    behavior = theta + 0.7 * mdp.random_parameters(1)
+    lt, lb = log_policy_table(mdp, theta), log_policy_table(mdp, behavior)
+    lp_b = response_token_logprobs(mdp, lb).sum(-1)
+    _, responses = sample_groups(mdp, lp_b, 40, 3, 4, torch.Generator().manual_seed(5))
+    target = torch.randn(theta.numel(), dtype=torch.float64) * 1e-3
+    samples = chunked_sample_tensors(mdp, responses, lt, lb)
+    buffer = torch.full((40, theta.numel()), float("nan"), dtype=torch.float64)
+    for method in ("gmc", "grpo"):
+        cfg = PolicyLossConfig(method=method, max_length=mdp.max_length)
+        fresh = chunked_estimates(mdp, responses, lt, lb, cfg, version_lag=1)
+        reused = chunked_estimates(
+            mdp, responses, lt, lb, cfg, version_lag=1, samples=samples, out=buffer
+        )
+        assert torch.equal(reused.gradients, fresh.gradients)
+        want = summarise(fresh, target)
+        got = summarise(reused, target, in_place=True)
+        assert got.bias == want.bias
+        assert got.second_moment == want.second_moment
+        assert got.removed_mass == want.removed_mass or method == "grpo"
+        assert torch.allclose(got.mean_gradient, fresh.gradients.mean(dim=0), rtol=1e-12)
 
 
 def test_vectorised_equals_loop_for_the_loglinear_policy() -> None:

@@ -71,6 +71,25 @@ def test_sweep_writes_table_summary_and_resumes(tmp_path: Path) -> None:
     assert _numbers(again) == _numbers(resumed)
 
 
+def test_parallel_sweep_writes_the_rows_of_a_serial_one(tmp_path: Path) -> None:
+    """`jobs=2` (two worker processes, one thread each) resumes a partial serial sweep and
+    writes, in grid order, the same rows as the serial sweep."""
+    config = SweepConfig.from_dict(TINY)
+    serial = run_sweep(config, tmp_path / "serial", progress=False)
+    run = tmp_path / "parallel"
+    run_sweep(config, run, progress=False)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    (run / "metrics.jsonl").write_text("\n".join(lines[:13]) + "\n")  # stopped mid-cell
+    (run / "summary.json").unlink()
+    parallel = run_sweep(config, run, progress=False, jobs=2)
+
+    def strip(rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "perf/wall_s"} for r in rows]
+
+    assert strip(parallel) == strip(serial)
+    assert [r["step"] for r in parallel] == list(range(len(serial)))
+
+
 def test_sweep_rows_check_the_chain(tmp_path: Path) -> None:
     rows = run_sweep(SweepConfig.from_dict(TINY), tmp_path / "b", progress=False)
     for r in rows:

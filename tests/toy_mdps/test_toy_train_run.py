@@ -41,12 +41,21 @@ def _lines(path: Path) -> list[str]:
     return (path / "metrics.jsonl").read_text().splitlines()
 
 
+WORKERS = dict(num_workers=5, generation_time="length_proportional", time_scale=0.5)
+
+
 @pytest.mark.parametrize(
-    ("method", "schedule"),
-    [("gmc", "fixed_delay"), ("gac", "fixed_delay"), ("vcpo", "length_coupled")],
+    ("method", "schedule", "extra"),
+    [
+        ("gmc", "fixed_delay", {}),
+        ("gac", "fixed_delay", {}),
+        ("vcpo", "length_coupled", {}),
+        ("a3po", "workers", {**WORKERS, "drift_max_lag": 4}),
+        ("gmc", "workers", {**WORKERS, "generation_time": "exponential", "update_time": 0.3}),
+    ],
 )
 def test_killed_run_resumes_to_identical_records(
-    tmp_path: Path, method: str, schedule: str
+    tmp_path: Path, method: str, schedule: str, extra: dict
 ) -> None:
     cfg = TrainConfig(
         **TINY,
@@ -57,6 +66,7 @@ def test_killed_run_resumes_to_identical_records(
         total_steps=12,
         seeds=[0, 1],
         checkpoint_every=4,
+        **extra,
     )
     full = train(cfg, tmp_path / "full")
     assert full is not None
@@ -127,6 +137,23 @@ def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
     assert list(curve["step"]) == list(range(8))
     assert (curve["lo"] <= curve["mean"]).all() and (curve["mean"] <= curve["hi"]).all()
     plt.close(fig)
+
+
+def test_parallel_experiment_writes_the_records_of_a_serial_one(tmp_path: Path) -> None:
+    config = ExperimentConfig.from_dict(
+        {
+            "name": "jobs",
+            "kind": "delay_sweep",
+            "base": {**TINY, "total_steps": 8, "seeds": [0, 1]},
+            "grid": {"method": ["gmc", "tic", "grpo"], "delay": [0, 3]},
+        }
+    )
+    serial = run_experiment(config, tmp_path / "serial", progress=False)
+    parallel = run_experiment(config, tmp_path / "parallel", progress=False, jobs=2)
+    assert serial["results"] == parallel["results"]
+    assert serial["orderings"] == parallel["orderings"]
+    for label, _, _ in config.points():
+        assert _lines(tmp_path / "serial" / label) == _lines(tmp_path / "parallel" / label)
 
 
 def test_t_interval_and_verdicts() -> None:

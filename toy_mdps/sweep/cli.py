@@ -77,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="grid cells computed at once in worker processes, one torch thread each (e.g. 2 on "
+        "a 2-core machine); the rows equal those of --jobs 1 --threads 1",
+    )
     for flag, (_, kind, text) in _OVERRIDES.items():
         parser.add_argument(flag, type=kind, default=None, help=f"override: {text}")
 
@@ -106,7 +113,9 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     from gmc_grpo.records import read_json
     from toy_mdps.sweep.run import run_sweep
 
-    run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs={args.jobs}: must be >= 1 (the number of worker processes)")
+    run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs)
     if draw_figures is not None and config.figures:
         if not args.no_progress:
             print(f"drawing the figures into {out}/figures (PNG and PDF) ...", file=sys.stderr)

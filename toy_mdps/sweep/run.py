@@ -47,10 +47,17 @@ from toy_mdps.exact import (
     log_policy_table,
     response_token_logprobs,
 )
+from toy_mdps.jobs import single_thread, worker_pool
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import make_policy
 from toy_mdps.problem import make_mdp
-from toy_mdps.statistics import advantage_kind, chunked_estimates, sample_groups, summarise
+from toy_mdps.statistics import (
+    advantage_kind,
+    chunked_estimates,
+    chunked_sample_tensors,
+    sample_groups,
+    summarise,
+)
 from toy_mdps.sweep.analysis import summarise_sweep
 from toy_mdps.sweep.config import SweepConfig
 
@@ -194,12 +201,204 @@ def _none_if_nan(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
+class CellComputer:
+    """Computes the rows of grid cells `(seed, staleness, G)`, with the caches they share.
+
+    Holds the MDP, the policy, the reference trajectories (per seed), the current
+    `(theta, theta_behavior)` pair with its exact quantities, the current cell's samples and
+    their method-independent tensors, and the `[M, P]` buffer every row's gradients go into.
+    Rows come back without their `step` (the writer numbers them in grid order).
+    """
+
+    def __init__(self, config: SweepConfig) -> None:
+        from theory.bounds import second_moment_bound
+        from theory.constants import c_eps, gmc_denominator
+
+        self.config = config
+        self.mdp = make_mdp(config)
+        self.policy = make_policy(self.mdp, config.policy)
+        self.second_moment_bound = second_moment_bound
+        # the removed-mass bounds of §4.2 (step 2), named by the specs' `removed_mass_bound`
+        self.removed_mass_denominator = {"gmc": gmc_denominator, "tic": c_eps}
+        self.trajectories: dict[int, torch.Tensor] = {}
+        self.pair_key: tuple[int, int] | None = None
+        self.pair: dict[str, Any] = {}
+        parameters = int(self.policy.random_parameters(0).numel())
+        self.workspace = torch.empty(config.num_minibatches, parameters, dtype=self.mdp.dtype)
+
+    def _set_pair(self, seed: int, si: int, staleness: float) -> None:
+        if self.pair_key == (seed, si):
+            return
+        mdp, policy, T = self.mdp, self.policy, self.mdp.max_length
+        L = policy.lipschitz_constant()
+        theta, theta_b, lag = _pair(self.config, mdp, seed, staleness, self.trajectories)
+        kl = exact_kl(mdp, theta, theta_b, policy)
+        chi2 = exact_chi_square(mdp, theta, theta_b, policy)
+        grad = exact_gradient(mdp, theta, policy)
+        self.pair_key = (seed, si)
+        self.pair = {
+            "theta": theta,
+            "theta_b": theta_b,
+            "lag": lag,
+            "log_table": log_policy_table(mdp, theta, policy),
+            "behavior_table": log_policy_table(mdp, theta_b, policy),
+            "target": grad.reshape(-1) / T,
+            "exact": {
+                "ratio/kl_exact": float(kl.mean()),
+                "ratio/kl_exact_max": float(kl.max()),
+                "ratio/chi_square_exact": float(chi2.mean()),
+                "ratio/chi_square_exact_max": float(chi2.max()),
+                "policy/coverage_C": coverage_constant(mdp, theta, theta_b, policy=policy),
+                "policy/entropy": float(exact_token_entropy(mdp, theta, policy).mean()),
+                "policy/objective": float(exact_objective(mdp, theta, policy)),
+                "policy/grad_norm_sq": float((grad**2).sum()),
+                "estimator/target_norm_sq": float(((grad / T) ** 2).sum()),
+            },
+            "drift_bound": T * L / 2 * float(((theta - theta_b) ** 2).sum()),
+        }
+
+    def rows(
+        self,
+        seed: int,
+        si: int,
+        staleness: float,
+        group_size: int,
+        methods: list[tuple[str, float | None]],
+    ) -> list[dict[str, Any]]:
+        """The rows of `(method, eps)` in `methods` for one cell, in that order."""
+        config, mdp, policy = self.config, self.mdp, self.policy
+        T, L = mdp.max_length, policy.lipschitz_constant()
+        started = time.perf_counter()
+        self._set_pair(seed, si, staleness)
+        pair = self.pair
+        gen = torch.Generator().manual_seed(_cell_seed(seed, si, group_size, self.config.run_seed))
+        behavior_lp = response_token_logprobs(mdp, pair["behavior_table"]).sum(dim=-1)
+        _, responses = sample_groups(
+            mdp, behavior_lp, config.num_minibatches, config.num_groups, group_size, gen
+        )
+        samples = chunked_sample_tensors(mdp, responses, pair["log_table"], pair["behavior_table"])
+        out = []
+        for method, eps in methods:
+            spec = get_method(method)
+            settings = _settings(config, eps)
+            loss_config = spec.loss_config(settings, max_length=T)
+            est = chunked_estimates(
+                mdp,
+                responses,
+                pair["log_table"],
+                pair["behavior_table"],
+                loss_config,
+                advantage=advantage_kind(method, config.advantage),  # type: ignore[arg-type]
+                version_lag=pair["lag"],
+                policy=policy,
+                samples=samples,
+                out=self.workspace,
+            )
+            stats = summarise(est, pair["target"], config.confidence, in_place=True)
+            exact = pair["exact"]
+            kl_mean = exact["ratio/kl_exact"]
+            bound_eps = _bound_eps(spec, eps, settings)
+            sm_bound = float(
+                self.second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
+            )
+            removed_bound = None
+            if spec.removed_mass_bound is not None:
+                denominator = self.removed_mass_denominator[spec.removed_mass_bound]
+                removed_bound = kl_mean / float(denominator(settings.eps))
+            b = stats.bias
+            out.append(
+                {
+                    "method": method,
+                    "behavior": config.behavior,
+                    "staleness": staleness,
+                    "eps": eps,
+                    "group_size": group_size,
+                    "num_groups": config.num_groups,
+                    "num_minibatches": config.num_minibatches,
+                    "seed": seed,
+                    "advantage": advantage_kind(method, config.advantage),  # type: ignore[arg-type]
+                    **exact,
+                    "estimator/bias_sq": b.interval.value,
+                    "estimator/bias_sq_lo": b.interval.lo,
+                    "estimator/bias_sq_hi": b.interval.hi,
+                    "estimator/bias_sq_raw": b.raw,
+                    "estimator/mc_noise": b.noise,
+                    "estimator/relative_bias_sq": b.interval.value
+                    / exact["estimator/target_norm_sq"]
+                    if exact["estimator/target_norm_sq"] > 0
+                    else None,
+                    "estimator/effective_draws": config.num_minibatches
+                    * config.num_groups
+                    * group_size
+                    / mdp.num_prompts
+                    / (1.0 + exact["ratio/chi_square_exact_max"]),
+                    "estimator/second_moment": stats.second_moment.value,
+                    "estimator/second_moment_lo": stats.second_moment.lo,
+                    "estimator/second_moment_hi": stats.second_moment.hi,
+                    "ratio/removed_mass": _none_if_nan(stats.removed_mass.value),
+                    "ratio/removed_mass_lo": _none_if_nan(stats.removed_mass.lo),
+                    "ratio/removed_mass_hi": _none_if_nan(stats.removed_mass.hi),
+                    "ratio/capped_frac": _none_if_nan(stats.capped_frac.value),
+                    "ratio/capped_frac_lo": _none_if_nan(stats.capped_frac.lo),
+                    "ratio/capped_frac_hi": _none_if_nan(stats.capped_frac.hi),
+                    "ratio/clipped_token_frac": _none_if_nan(stats.clipped_token_frac.value),
+                    "ratio/clipped_token_frac_lo": _none_if_nan(stats.clipped_token_frac.lo),
+                    "ratio/clipped_token_frac_hi": _none_if_nan(stats.clipped_token_frac.hi),
+                    "ratio/log_max": float(est.log_ratio_max.max()),
+                    "chain/removed_mass_bound": removed_bound,
+                    "chain/removed_mass_bound_holds": None
+                    if removed_bound is None
+                    else bool(stats.removed_mass.lo <= removed_bound),
+                    "chain/second_moment_bound": sm_bound,
+                    "chain/second_moment_exceeds": bool(stats.second_moment.lo > sm_bound),
+                    "chain/kl_drift_bound": pair["drift_bound"],
+                    "chain/kl_drift_bound_holds": bool(
+                        exact["ratio/kl_exact_max"] <= pair["drift_bound"] * (1 + 1e-9)
+                    ),
+                    "mdp/lipschitz_L": L,
+                    "mdp/reward_max_R": config.reward_scale,
+                    "mdp/vocab_size": config.vocab_size,
+                    "mdp/max_length_T": T,
+                    "perf/wall_s": time.perf_counter() - started,
+                }
+            )
+            started = time.perf_counter()
+        return out
+
+
+# one CellComputer per worker process of a parallel sweep (built by `_init_worker`)
+_WORKER: CellComputer | None = None
+
+
+def _init_worker(config_dict: dict[str, Any]) -> None:
+    global _WORKER
+    single_thread()
+    _WORKER = CellComputer(SweepConfig.from_dict(config_dict))
+
+
+def _worker_rows(cell: tuple[Any, ...]) -> list[dict[str, Any]]:
+    assert _WORKER is not None
+    return _WORKER.rows(*cell)
+
+
+def _cells(todo: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """`(seed, si, staleness, G, [(method, eps), ...])` per grid cell, in grid order."""
+    cells: list[tuple[Any, ...]] = []
+    for seed, si, staleness, group_size, method, eps in todo:
+        if cells and cells[-1][:4] == (seed, si, staleness, group_size):
+            cells[-1][4].append((method, eps))
+        else:
+            cells.append((seed, si, staleness, group_size, [(method, eps)]))
+    return cells
+
+
 def run_sweep(
     config: SweepConfig,
     run_dir: str | Path,
     *,
     fresh: bool = False,
     progress: bool = True,
+    jobs: int = 1,
 ) -> list[dict[str, Any]]:
     """Run (or resume) the sweep in `run_dir`; returns all rows of the results table.
 
@@ -207,14 +406,10 @@ def run_sweep(
     different config is refused (the message names each differing field with its old and new
     value; only `RESUME_FREE_FIELDS` may change); a folder that holds records but no sweep
     config is refused too.
+    `jobs > 1` computes that many grid cells at once in worker processes (one torch thread
+    each); the rows are written in grid order and equal those of `jobs=1` with one thread.
     """
     from tqdm import tqdm
-
-    from theory.bounds import second_moment_bound
-    from theory.constants import c_eps, gmc_denominator
-
-    # the removed-mass bounds of §4.2 (step 2), named by the specs' `removed_mass_bound`
-    removed_mass_denominator = {"gmc": gmc_denominator, "tic": c_eps}
 
     run_dir = Path(run_dir)
     payload = None if fresh else read_run_config(run_dir)
@@ -249,145 +444,26 @@ def run_sweep(
     done = {row_key(r) for r in rows}
     points = list(grid_points(config))
     todo = [p for p in points if (p[4], float(p[2]), p[5], p[3], p[0]) not in done]
-
-    mdp = make_mdp(config)
-    policy = make_policy(mdp, config.policy)
-    L = policy.lipschitz_constant()
-    T = mdp.max_length
-    trajectories: dict[int, torch.Tensor] = {}
-    cell_cache: dict[tuple[int, int, int], Any] = {}
-    pair_cache: dict[tuple[int, int], dict[str, Any]] = {}
+    cells = _cells(todo)
     step = len(rows)
     bar = tqdm(
         total=len(points), initial=len(points) - len(todo), desc="toy sweep", disable=not progress
     )
+    pool = None
     try:
-        for seed, si, staleness, group_size, method, eps in todo:
-            started = time.perf_counter()
-            if (seed, si) not in pair_cache:
-                theta, theta_b, lag = _pair(config, mdp, seed, staleness, trajectories)
-                kl = exact_kl(mdp, theta, theta_b, policy)
-                chi2 = exact_chi_square(mdp, theta, theta_b, policy)
-                grad = exact_gradient(mdp, theta, policy)
-                log_table = log_policy_table(mdp, theta, policy)
-                behavior_table = log_policy_table(mdp, theta_b, policy)
-                pair_cache.clear()
-                pair_cache[(seed, si)] = {
-                    "theta": theta,
-                    "theta_b": theta_b,
-                    "lag": lag,
-                    "log_table": log_table,
-                    "behavior_table": behavior_table,
-                    "target": grad.reshape(-1) / T,
-                    "exact": {
-                        "ratio/kl_exact": float(kl.mean()),
-                        "ratio/kl_exact_max": float(kl.max()),
-                        "ratio/chi_square_exact": float(chi2.mean()),
-                        "ratio/chi_square_exact_max": float(chi2.max()),
-                        "policy/coverage_C": coverage_constant(mdp, theta, theta_b, policy=policy),
-                        "policy/entropy": float(exact_token_entropy(mdp, theta, policy).mean()),
-                        "policy/objective": float(exact_objective(mdp, theta, policy)),
-                        "policy/grad_norm_sq": float((grad**2).sum()),
-                        "estimator/target_norm_sq": float(((grad / T) ** 2).sum()),
-                    },
-                    "drift_bound": T * L / 2 * float(((theta - theta_b) ** 2).sum()),
-                }
-            pair = pair_cache[(seed, si)]
-            cell = (seed, si, group_size)
-            if cell not in cell_cache:
-                cell_cache.clear()
-                gen = torch.Generator().manual_seed(
-                    _cell_seed(seed, si, group_size, config.run_seed)
-                )
-                behavior_lp = response_token_logprobs(mdp, pair["behavior_table"]).sum(dim=-1)
-                _, responses = sample_groups(
-                    mdp, behavior_lp, config.num_minibatches, config.num_groups, group_size, gen
-                )
-                cell_cache[cell] = responses
-            responses = cell_cache[cell]
-            spec = get_method(method)
-            settings = _settings(config, eps)
-            loss_config = spec.loss_config(settings, max_length=T)
-            est = chunked_estimates(
-                mdp,
-                responses,
-                pair["log_table"],
-                pair["behavior_table"],
-                loss_config,
-                advantage=advantage_kind(method, config.advantage),  # type: ignore[arg-type]
-                version_lag=pair["lag"],
-                policy=policy,
-            )
-            stats = summarise(est, pair["target"], config.confidence)
-            exact = pair["exact"]
-            kl_mean = exact["ratio/kl_exact"]
-            bound_eps = _bound_eps(spec, eps, settings)
-            sm_bound = float(
-                second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
-            )
-            removed_bound = None
-            if spec.removed_mass_bound is not None:
-                denominator = removed_mass_denominator[spec.removed_mass_bound]
-                removed_bound = kl_mean / float(denominator(settings.eps))
-            b = stats.bias
-            row: dict[str, Any] = {
-                "step": step,
-                "method": method,
-                "behavior": config.behavior,
-                "staleness": staleness,
-                "eps": eps,
-                "group_size": group_size,
-                "num_groups": config.num_groups,
-                "num_minibatches": config.num_minibatches,
-                "seed": seed,
-                "advantage": advantage_kind(method, config.advantage),  # type: ignore[arg-type]
-                **exact,
-                "estimator/bias_sq": b.interval.value,
-                "estimator/bias_sq_lo": b.interval.lo,
-                "estimator/bias_sq_hi": b.interval.hi,
-                "estimator/bias_sq_raw": b.raw,
-                "estimator/mc_noise": b.noise,
-                "estimator/relative_bias_sq": b.interval.value / exact["estimator/target_norm_sq"]
-                if exact["estimator/target_norm_sq"] > 0
-                else None,
-                "estimator/effective_draws": config.num_minibatches
-                * config.num_groups
-                * group_size
-                / mdp.num_prompts
-                / (1.0 + exact["ratio/chi_square_exact_max"]),
-                "estimator/second_moment": stats.second_moment.value,
-                "estimator/second_moment_lo": stats.second_moment.lo,
-                "estimator/second_moment_hi": stats.second_moment.hi,
-                "ratio/removed_mass": _none_if_nan(stats.removed_mass.value),
-                "ratio/removed_mass_lo": _none_if_nan(stats.removed_mass.lo),
-                "ratio/removed_mass_hi": _none_if_nan(stats.removed_mass.hi),
-                "ratio/capped_frac": _none_if_nan(stats.capped_frac.value),
-                "ratio/capped_frac_lo": _none_if_nan(stats.capped_frac.lo),
-                "ratio/capped_frac_hi": _none_if_nan(stats.capped_frac.hi),
-                "ratio/clipped_token_frac": _none_if_nan(stats.clipped_token_frac.value),
-                "ratio/clipped_token_frac_lo": _none_if_nan(stats.clipped_token_frac.lo),
-                "ratio/clipped_token_frac_hi": _none_if_nan(stats.clipped_token_frac.hi),
-                "ratio/log_max": float(est.log_ratio_max.max()),
-                "chain/removed_mass_bound": removed_bound,
-                "chain/removed_mass_bound_holds": None
-                if removed_bound is None
-                else bool(stats.removed_mass.lo <= removed_bound),
-                "chain/second_moment_bound": sm_bound,
-                "chain/second_moment_exceeds": bool(stats.second_moment.lo > sm_bound),
-                "chain/kl_drift_bound": pair["drift_bound"],
-                "chain/kl_drift_bound_holds": bool(
-                    exact["ratio/kl_exact_max"] <= pair["drift_bound"] * (1 + 1e-9)
-                ),
-                "mdp/lipschitz_L": L,
-                "mdp/reward_max_R": config.reward_scale,
-                "mdp/vocab_size": config.vocab_size,
-                "mdp/max_length_T": T,
-                "perf/wall_s": time.perf_counter() - started,
-            }
-            writer.log_metrics(row)
-            rows.append(row)
-            step += 1
-            bar.update(1)
+        if jobs == 1:
+            computer = CellComputer(config)
+            results: Iterator[list[dict[str, Any]]] = (computer.rows(*cell) for cell in cells)
+        else:
+            pool = worker_pool(jobs, _init_worker, config.to_dict())
+            results = pool.map(_worker_rows, cells)
+        for cell_rows in results:
+            for row in cell_rows:
+                row = {"step": step, **row}
+                writer.log_metrics(row)
+                rows.append(row)
+                step += 1
+                bar.update(1)
         bar.close()
         if progress:
             print(
@@ -400,6 +476,8 @@ def run_sweep(
         write_table(rows, run_dir / "results.csv")
         writer.write_summary(summarise_sweep(rows, config))
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         bar.close()
         writer.close()
     return rows

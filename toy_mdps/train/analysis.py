@@ -38,6 +38,7 @@ import numpy as np
 from gmc_grpo import stats
 from gmc_grpo.records import read_json
 from toy_mdps.train.config import ExperimentConfig
+from toy_mdps.train.workers_analysis import delay_regularity_analysis, mixed_delay_analysis
 
 SIMILAR_TOL = 0.01
 TIE_RTOL = 1e-9
@@ -155,6 +156,12 @@ def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path)
     elif config.kind == "gmc_tic_gap":
         out["gap"] = gmc_tic_gap(rows, out_dir, level)
         out["orderings"] = [g["ordering"] for g in out["gap"]]
+    elif config.kind == "mixed_delay":
+        out["mixed_delay"] = mixed_delay_analysis(config, out_dir, level)
+        out["orderings"] = out["mixed_delay"].pop("orderings")
+    elif config.kind == "delay_regularity":
+        out["delay_regularity"] = delay_regularity_analysis(config, out_dir, level)
+        out["orderings"] = out["delay_regularity"].pop("orderings")
     return out
 
 

@@ -4,11 +4,13 @@ Registered in `toy_mdps.cli.COMMANDS`.
 
 - `--experiment NAME` (or `--config FILE` holding an `ExperimentConfig`, or `--quick` for the
   four quick ones): a grid of runs, e.g. `delay_quick`, `delay_full`, `group_quick`,
-  `length_quick`, `eps_quick` (files `toy_mdps/configs/train_<NAME>.json`); each experiment
+  `length_quick`, `eps_quick`, and with the worker schedule `mixed_quick`, `regularity_quick`
+  (files `toy_mdps/configs/train_<NAME>.json`); each experiment
   writes `<out>/<name>/` (default `--out runs/toy_train`), whichever flag chose it.
-- otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`);
-  output `--out`, default `runs/toy_train/<method>_D<delay>/` (one `metrics.jsonl` row per step
-  per seed).
+- otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`, or
+  `--schedule workers --workers 64 --generation-time exponential ...`); output `--out`, default
+  `runs/toy_train/<method>_D<delay>/` (workers: `runs/toy_train/<method>_W<W>_<time model>/`;
+  one `metrics.jsonl` row per step per seed).
 A directory that already holds the same run or experiment is resumed (`--fresh` starts over);
 one that holds a run of another config is refused, naming the fields (`--extend-to N` and
 `--allow-config-change FIELD` change a run on purpose; `toy_mdps.train.run`).
@@ -22,7 +24,10 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-HELP = "asynchronous learners (fixed delay or length-coupled) with exact metrics every step"
+HELP = (
+    "asynchronous learners (fixed delay, length-coupled or rollout workers) with exact metrics "
+    "every step"
+)
 # `(kind, run directory) -> written figure paths`; kind is "sweep" or "experiment"
 DrawFigures = Callable[[str, Path], list[Path]]
 
@@ -39,9 +44,26 @@ def _optional_float(text: str) -> float | None:
 _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac, a3po or a registered one"),
     "--eps": ("eps", float, "cap 1 + eps of TIC and GMC (0.28)"),
-    "--schedule": ("schedule", str, "fixed_delay or length_coupled"),
+    "--schedule": ("schedule", str, "fixed_delay, length_coupled or workers"),
     "--delay": ("delay", int, "D of the fixed-delay schedule"),
     "--lam": ("lam", float, "lambda of the length-coupled schedule (launches per token)"),
+    "--workers": ("num_workers", int, "W rollout workers of the worker schedule (mean lag W/B)"),
+    "--generation-time": (
+        "generation_time",
+        str,
+        "workers: constant, length_proportional or exponential",
+    ),
+    "--time-scale": (
+        "time_scale",
+        float,
+        "workers: the constant duration, the time per token, or the exponential mean (1.0)",
+    ),
+    "--update-time": ("update_time", float, "workers: clock time of one update (0)"),
+    "--drift-max-lag": (
+        "drift_max_lag",
+        int,
+        "record both sides of the delay-regularity condition for lags 1..this (0: off)",
+    ),
     "--group-size": ("group_size", int, "G"),
     "--num-groups": ("num_groups", int, "B"),
     "--optimizer": ("optimizer", str, "adam or sgd"),
@@ -77,7 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--experiment",
         default=None,
         help="shipped experiment: delay_quick, group_quick, length_quick, eps_quick, "
-        "delay_full, group_full, length_full, eps_full",
+        "delay_full, group_full, length_full, eps_full; worker schedule: mixed_quick, "
+        "regularity_quick, mixed_full, regularity_full",
     )
     parser.add_argument(
         "--config", type=Path, default=None, help="an ExperimentConfig JSON file (grid of runs)"
@@ -126,6 +149,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="experiments: grid points run at once in worker processes, one torch thread each "
+        "(e.g. 2 on a 2-core machine); the records equal those of --jobs 1 --threads 1",
+    )
     for flag, (_, kind, text) in _RUN_FLAGS.items():
         parser.add_argument(flag, type=kind, default=None, help=f"single run: {text}")
 
@@ -143,6 +173,8 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     if args.experiment and args.config:
         raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config")
     chosen = bool(args.experiment or args.config or args.quick)
+    if args.jobs < 1:
+        raise ValueError(f"--jobs={args.jobs}: must be >= 1 (the number of worker processes)")
     overrides = {
         name: getattr(args, flag.lstrip("-").replace("-", "_"))
         for flag, (name, _, _) in _RUN_FLAGS.items()
@@ -172,7 +204,11 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         overrides["total_steps"] = args.extend_to
     config = TrainConfig.from_dict(overrides)
     request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
-    out = args.out or Path("runs") / "toy_train" / f"{config.method}_D{config.delay}"
+    if config.schedule == "workers":
+        name = f"{config.method}_W{config.num_workers}_{config.generation_time}"
+    else:
+        name = f"{config.method}_D{config.delay}"
+    out = args.out or Path("runs") / "toy_train" / name
     _set_threads(args)
     from toy_mdps.train.run import train
 
@@ -192,6 +228,12 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         f"{mean['final_objective']['hi']:.4f}], (1/N) sum ||grad J||^2 "
         f"{mean['convergence_metric']['mean']:.3g}, mean lag {mean['lag_mean']['mean']:.1f}"
     )
+    if "lag_statistics" in summary:
+        print(
+            f"  lags over groups (mean over seeds): mean {mean['lag_mean']['mean']:.2f}, tau2 "
+            f"{mean['lag_tau2']['mean']:.2f}, tau4 {mean['lag_tau4']['mean']:.4g}, max "
+            f"{mean['lag_max']['mean']:.1f}, within-batch std {mean['lag_spread_std']['mean']:.2f}"
+        )
     return 0
 
 
@@ -212,7 +254,9 @@ def _run_experiments(
     root = args.out or Path("runs") / "toy_train"
     for config in configs:
         out = root / config.name
-        summary = run_experiment(config, out, fresh=args.fresh, progress=not args.no_progress)
+        summary = run_experiment(
+            config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs
+        )
         if draw_figures is not None and config.figures and not args.no_figures:
             if not args.no_progress:
                 print(f"drawing the figures of {out} ...", flush=True)

@@ -24,7 +24,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import SCHEDULE_NAMES
+from gmc_grpo.staleness import GENERATION_TIME_NAMES, SCHEDULE_NAMES, ScheduleConfig
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.problem import (
     CONFIG_DIR,
@@ -35,6 +35,8 @@ from toy_mdps.problem import (
 )
 
 OPTIMIZERS = ("adam", "sgd")
+# generation-time models a config can name ("sampled" needs a Python callable: core API only)
+TOY_GENERATION_TIMES = tuple(g for g in GENERATION_TIME_NAMES if g != "sampled")
 LR_SCHEDULES = ("cosine", "constant")
 EXPERIMENT_KINDS = (
     "runs",
@@ -43,9 +45,15 @@ EXPERIMENT_KINDS = (
     "length_coupled",
     "eps_star",
     "gmc_tic_gap",
+    "mixed_delay",
+    "delay_regularity",
 )
 # the four small experiments of `gmc-grpo toy train --quick` and `make reproduce`
 QUICK_EXPERIMENTS = ("delay_quick", "group_quick", "length_quick", "eps_quick")
+# the worker-schedule experiments (issue 17): `make reproduce` runs the quick ones in a stage of
+# their own (`pipeline.workers_stage`)
+WORKER_EXPERIMENTS = ("mixed_quick", "regularity_quick")
+FULL_WORKER_EXPERIMENTS = ("mixed_full", "regularity_full")
 # the sizes of the quick experiments, applied by `ExperimentConfig.quick_sizes`
 QUICK_SIZES = {"seeds": 5, "num_prompts": 4, "max_length": 5, "total_steps": 150}
 # `TrainConfig` fields a resumed run may change: they alter neither an update nor a record
@@ -82,9 +90,10 @@ class TrainConfig(ProblemFields, MethodSettings):
     group_size: int = 8
     """`G` responses per group (8, Appendix B.1)"""
     schedule: str = "fixed_delay"
-    """`"fixed_delay"` (FIFO of `delay` batches, B.1) or `"length_coupled"` (`tau_ready =
+    """`"fixed_delay"` (FIFO of `delay` batches, B.1), `"length_coupled"` (`tau_ready =
     tau_launch + lam L`, B.1; `L` = the batch's mean response length in tokens, one clock tick
-    per launch)"""
+    per launch) or `"workers"` (`num_workers` rollout workers, one group each, §2.2 / Figure 1:
+    every group carries its own behavior version and lag)"""
     delay: int = 0
     """`D` of the fixed-delay schedule"""
     lam: float = 4.0
@@ -92,6 +101,21 @@ class TrainConfig(ProblemFields, MethodSettings):
     units; 4 gives a mean lag of about 15 steps on the `K = 4, T = 5` MDP, 8 about 24)"""
     max_launches: int = 400
     """cap of launches per warm-up or refill (400, B.1)"""
+    num_workers: int = 16
+    """workers: `W` rollout workers; the steady-state mean lag is `W / num_groups` for every
+    generation-time model (`gmc_grpo.staleness.WorkerSchedule`; ours, the paper gives no `W`)"""
+    generation_time: str = "constant"
+    """workers: `"constant"` (every group takes `time_scale`), `"length_proportional"`
+    (`time_scale` x the group's mean response length in tokens, i.e. its generated tokens / G:
+    long answers arrive late) or `"exponential"` (mean `time_scale`, independent of the
+    group)"""
+    time_scale: float = 1.0
+    """workers: the constant duration, the clock time per token, or the exponential mean"""
+    update_time: float = 0.0
+    """workers: clock time of one learner update (0: instantaneous, the mean lag is `W / B`)"""
+    drift_max_lag: int = 0
+    """record both sides of §2.2's delay-regularity condition for lags `1..drift_max_lag`
+    (`||theta_n - theta_(n-t)||^2` given a group of lag `t`, and unconditionally); 0: off"""
     # -- optimizer (Appendix B.1, scaled) ------------------------------------------------------
     optimizer: str = "adam"
     """`"adam"` (B.1: AdamW 8-bit, no weight decay) or `"sgd"`"""
@@ -153,6 +177,23 @@ class TrainConfig(ProblemFields, MethodSettings):
             raise bad("lam", "must be finite and >= 0")
         if self.max_launches < 1:
             raise bad("max_launches", "must be >= 1")
+        if self.num_workers < 1:
+            raise bad("num_workers", "must be >= 1 (e.g. 16 rollout workers)")
+        check_choice(self, "generation_time", TOY_GENERATION_TIMES)
+        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
+            raise bad("time_scale", "must be finite and >= 0")
+        if self.generation_time == "exponential" and self.time_scale == 0:
+            raise bad("time_scale", "must be > 0 for exponential generation times (the mean)")
+        if not (math.isfinite(self.update_time) and self.update_time >= 0):
+            raise bad("update_time", "must be finite and >= 0 (0: an instantaneous learner)")
+        if self.update_time > 0 and self.time_scale == 0:
+            raise bad(
+                "time_scale",
+                "must be > 0 when update_time > 0 (zero-time groups would be relaunched without "
+                "end during an update)",
+            )
+        if self.drift_max_lag < 0:
+            raise bad("drift_max_lag", "must be >= 0 (0 switches the drift record off)")
         check_choice(self, "optimizer", OPTIMIZERS)
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise bad("lr", "must be finite and > 0")
@@ -206,6 +247,32 @@ class TrainConfig(ProblemFields, MethodSettings):
         """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
         return MethodSettings.of(self)
 
+    def schedule_config(self, schedule_seed: int = 0) -> ScheduleConfig:
+        """The staleness schedule of one learner seed (`gmc_grpo.staleness.make_schedule`).
+
+        Batch schedules (`fixed_delay`, `length_coupled`) hand out whole batches of
+        `num_groups` groups; `workers` hands out single groups, `num_groups` per update.
+        `schedule_seed` seeds the worker schedule's own generator (its random durations).
+        """
+        if self.schedule == "length_coupled":
+            unit = "tokens (mean response length of the batch)"
+        else:
+            unit = "tokens (mean response length of the group)"
+        return ScheduleConfig(
+            name=self.schedule,
+            delay=self.delay,
+            lam=self.lam,
+            max_launches=self.max_launches,
+            batches_per_update=1,
+            length_unit=unit,
+            num_workers=self.num_workers,
+            groups_per_update=self.num_groups,
+            generation_time=self.generation_time,
+            time_scale=self.time_scale,
+            update_time=self.update_time,
+            seed=schedule_seed,
+        )
+
 
 @dataclass
 class ExperimentConfig:
@@ -216,7 +283,9 @@ class ExperimentConfig:
     kind: str = "runs"
     """what the analysis reports: `runs` (table only), `delay_sweep` (Table 3 analogue),
     `group_size` (Table 4), `length_coupled` (Table 1 setting), `eps_star` (Corollary 1),
-    `gmc_tic_gap` (GMC over TIC beside the theory's factor, §4.3)"""
+    `gmc_tic_gap` (GMC over TIC beside the theory's factor, §4.3),
+    `mixed_delay` (worker batches of mixed lags vs uniform delays of the same `tau4`),
+    `delay_regularity` (both sides of §2.2's condition, and GMC vs TIC, under workers)"""
     base: dict[str, Any] = field(default_factory=dict)
     """`TrainConfig` fields shared by every point"""
     grid: dict[str, list[Any]] = field(default_factory=dict)
@@ -224,6 +293,10 @@ class ExperimentConfig:
     zip: dict[str, list[Any]] = field(default_factory=dict)
     """`TrainConfig` field -> list of values, all of one length, taken together (e.g.
     `total_steps` with `lr`), then crossed with `grid`"""
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """name -> `TrainConfig` fields: settings that go together under one name (e.g. a schedule
+    and its parameters), crossed with `zip` and `grid`; the point's name starts with
+    `variant=<name>`"""
     confidence: float = 0.95
     """level of the intervals over seeds"""
     figures: bool = True
@@ -241,6 +314,16 @@ class ExperimentConfig:
                 check_field_names(TrainConfig, list(getattr(self, part)))
             except ValueError as err:
                 raise ValueError(f"ExperimentConfig.{part}: {err}") from None
+        for name, fields_of in self.variants.items():
+            if not isinstance(fields_of, dict) or not fields_of:
+                raise ValueError(
+                    f"ExperimentConfig.variants[{name!r}]={fields_of!r}: needs a dict of "
+                    "TrainConfig fields"
+                )
+            try:
+                check_field_names(TrainConfig, list(fields_of))
+            except ValueError as err:
+                raise ValueError(f"ExperimentConfig.variants[{name!r}]: {err}") from None
         for part in ("grid", "zip"):
             for key, values in getattr(self, part).items():
                 if not isinstance(values, list) or not values:
@@ -256,7 +339,8 @@ class ExperimentConfig:
         self.points()  # every point must be a valid TrainConfig
 
     def points(self) -> list[tuple[str, TrainConfig, dict[str, Any]]]:
-        """`(point name, TrainConfig, the varied values)` for every grid point, in run order."""
+        """`(point name, TrainConfig, the varied values)` for every grid point, in run order
+        (variants outermost, then `zip`, then `grid`)."""
         zipped = (
             [
                 dict(zip(self.zip, values, strict=True))
@@ -269,13 +353,23 @@ class ExperimentConfig:
             dict(zip(self.grid, values, strict=True))
             for values in itertools.product(*self.grid.values())
         ]
+        variants: list[tuple[str | None, dict[str, Any]]] = list(self.variants.items()) or [
+            (None, {})
+        ]
         out = []
-        for z in zipped:
-            for g in crossed:
-                varied = {**z, **g}
-                label = "_".join(f"{k}={_label(v)}" for k, v in varied.items()) or "run"
-                cfg = TrainConfig.from_dict({**self.base, **varied, "name": f"{self.name}/{label}"})
-                out.append((label, cfg, varied))
+        for variant, fields_of in variants:
+            for z in zipped:
+                for g in crossed:
+                    varied = {**z, **g}
+                    parts = [f"{k}={_label(v)}" for k, v in varied.items()]
+                    if variant is not None:
+                        parts.insert(0, f"variant={variant}")
+                    label = "_".join(parts) or "run"
+                    cfg = TrainConfig.from_dict(
+                        {**self.base, **fields_of, **varied, "name": f"{self.name}/{label}"}
+                    )
+                    shown = varied if variant is None else {"variant": variant, **varied}
+                    out.append((label, cfg, shown))
         return out
 
     def quick_sizes(self) -> ExperimentConfig:

@@ -3,27 +3,40 @@
 `AsyncLearner` runs `S` independent learners at once (one per seed, `TrainConfig.seeds`). Every
 learner step:
 
-1. computes the exact quantities of the current policies `theta_n` `[S, P]` by enumeration
-   (`J`, `grad J`, token entropy: an `index_select` and `index_add_` over the response tokens
-   of all seeds at once, `TokenIndex`);
-2. asks each seed's staleness schedule (`gmc_grpo.staleness`) for the batch it consumes; new
-   batches are sampled from the current policy of that seed with that seed's generator;
+1. computes the exact quantities of the current policies `theta_n` `[S, P]` (`J`, `grad J`,
+   token entropy, every response's log-probability) by a recursion over the prefix tree, for
+   all seeds at once (`toy_mdps.train.tree`);
+2. asks each seed's staleness schedule (`gmc_grpo.staleness`) for the groups it consumes; new
+   groups are drawn from the current policy of that seed with that seed's generator. The draws
+   are made at launch (the seed's generator, in launch order) and turned into responses for all
+   seeds at once (one inverse-CDF `searchsorted` into the seeds' response distributions) unless a
+   schedule needs a group's lengths at launch (length-coupled and length-proportional times),
+   which resolves that group on the spot;
 3. computes the method's per-token gradient weights `psi` `[S, B, G, T]` with the core library
-   (`gmc_grpo.estimators.token_gradient_weights`) and turns them into the update direction
+   (`gmc_grpo.losses.gradient_weights`) and turns them into the update direction
    `g = sum psi grad log pi(y_t | s_t)` with the exact per-token softmax scores (no autograd);
 4. applies the method's hooks from its registry spec (`gmc_grpo.methods`: VCPO's ESS step size,
    GAC's projection), clips `g` per seed and takes an ascent step (SGD or Adam, elementwise and
    so independent per seed) with the warm-up + cosine schedule (`gmc_grpo.schedules`).
 
+**Per-group behavior versions.** A batch is `B` groups, each with its own behavior version: the
+batch schedules (`fixed_delay`, `length_coupled`) hand out whole batches whose groups share one
+version, the worker schedule (`workers`, §2.2 / Figure 1) hands out single groups launched at
+different versions. Each group keeps the token log-probs of the snapshot it was generated from
+(`behavior_token_logprobs`), so its ratios `pi_{theta_n}(y) / pi_{theta_(n - tau_b)}(y)` use its
+own snapshot, GMC's cap acts per group as always, and A-3PO gets each group's own lag
+(`last["lag"]` `[S, B]`).
+
 **Seeds and schedules (design).** Each seed owns its own `torch.Generator` (seeded from the run
-seed and the seed value) and its own schedule object whose batches hold that seed's samples.
-For the fixed-delay schedule the lags are the same for every seed; for the length-coupled one
-they depend on the sampled lengths and so differ per seed, which is why the schedules are kept
-per seed. Only the schedules' bookkeeping and the inverse-CDF sampling loop over seeds (a few
-small tensors per seed); every tensor computation (log-probs, advantages, `psi`, gradients,
-exact metrics, optimizer) is one batched operation over `[S, ...]`. Seed `s`'s trajectory is
-identical whether it runs alone or together with other seeds (a test checks it), so the
-vectorised run is a pure speed-up (`bench/bench_toy_seeds.py` measures how much).
+seed and the seed value) and its own schedule object whose items hold that seed's samples; the
+worker schedule's durations come from its own generator, seeded from the seed too, so two
+methods run on the same seed see the same lags under constant and exponential times (paired
+comparisons). Every tensor computation (exact quantities, sampling, log-probs, advantages,
+`psi`, gradients, metrics, optimizer) is one batched operation over `[S, ...]`; per seed remain
+the schedules' bookkeeping, two generator calls per launch and the registry's per-sample hooks
+(VCPO's step size, GAC's projection). Seed `s`'s trajectory is identical whether it runs alone
+or together with other seeds (a test checks it), so the vectorised run is a pure speed-up
+(`bench/bench_toy_seeds.py` measures how much).
 
 **Initial parameters.** All seeds start from the same `theta_0` (drawn with `init_seed`): the
 seeds replicate the sampling noise of one learning problem, so averages over seeds estimate
@@ -40,14 +53,22 @@ projection, our interpretation) edits each seed's flattened direction with that 
 a `step_scale` hook (VCPO's ESS factor) scales each seed's step size; a method that
 `needs_version_lag` (A-3PO) gets the realised lag of each group.
 
+**Delay regularity** (`drift_max_lag > 0`): the learner keeps its last `drift_max_lag`
+parameters and, at every step `n`, the drifts `D_n(t) = ||theta_n - theta_(n-t)||^2`; for every
+consumed group of lag `t` it adds its own seed's `D_n(t)` and the mean `D_n(t)` of the *other*
+seeds at the same step (the unconditional expectation at step `n`, estimated across the
+independent seeds), and for every step the seed's `D_n(t)` for each `t <= n` (the time
+average). `drift_summary()` returns these sums and counts per seed.
+
 Shapes: `S` seeds, `B` groups of `G` responses, `T` maximum length, `P` parameters,
-`N` enumerated responses, `K` prompts, `n_x` responses per prompt, `Z` policy states, `V` vocab.
+`N` enumerated responses, `K` prompts, `n_x` responses per prompt, `Z` policy states, `V` vocab,
+`H = drift_max_lag`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -55,15 +76,27 @@ from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
 from gmc_grpo.defaults import SEED_STRIDE
-from gmc_grpo.logratio import effective_sample_size
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import get_method
 from gmc_grpo.schedules import cosine_lr, warmup_steps_for
-from gmc_grpo.staleness import FixedDelaySchedule, LengthCoupledSchedule, ScheduledBatch
+from gmc_grpo.staleness import Schedule, ScheduledBatch, make_schedule
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_policy
-from toy_mdps.statistics import sample_groups
 from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.tree import ExactState, PrefixTree, batched_logits, exact_state
+
+# entries of the drift record's distance buffer (a few MB, reused within a step)
+_DRIFT_CHUNK_ENTRIES = 1 << 21
+
+# the keys of one schedule item (a batch of `k` groups: `k = B` for the batch schedules, 1 for
+# the worker schedule), each with a leading `[k]` dimension
+ITEM_KEYS = (
+    "prompts",  # [k] long
+    "responses",  # [k, G] global response indices
+    "behavior_token_logprobs",  # [k, G, T] log mu(y_t | s_t) at the group's launch version
+    "behavior_prompt_logprobs",  # [k, n_x] log mu(y | x) of every response of the prompt
+    "lengths",  # [k, G] response lengths in tokens
+)
 
 
 def generator_seed(run_seed: int, seed: int) -> int:
@@ -73,6 +106,15 @@ def generator_seed(run_seed: int, seed: int) -> int:
     17 keeps seed 0 of run 0 off the generator seed 0; `% 2**62` keeps it a valid seed.
     """
     return (run_seed * SEED_STRIDE + seed * 7_919 + 17) % (2**62)
+
+
+def schedule_seed(run_seed: int, seed: int) -> int:
+    """The seed of seed `seed`'s worker-schedule generator (numpy; its random durations).
+
+    Offset from `generator_seed` by the prime 104,729 so the two streams never share a seed;
+    it does not depend on the method, so methods run on one seed see the same durations.
+    """
+    return (generator_seed(run_seed, seed) + 104_729) % (2**62)
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
@@ -90,21 +132,12 @@ def lr_at(config: TrainConfig, step: int) -> float:
 
 
 # ----------------------------------------------------------------------------------------------
-# Exact, seed-batched quantities of the softmax policies
+# Exact, seed-batched per-token scores
 # ----------------------------------------------------------------------------------------------
 
 
-def batched_logits(policy: Policy, theta: Tensor) -> Tensor:
-    """`[S, *param] -> [S, Z, V]` logits tables."""
-    if isinstance(policy, TabularSoftmax):
-        return theta
-    if isinstance(policy, LogLinearSoftmax):
-        return torch.einsum("sf,nvf->nsv", policy.features, theta)
-    return torch.stack([policy.logits(t) for t in theta])
-
-
 def batched_logit_gradient(
-    log_table: Tensor, states: Tensor, tokens: Tensor, psi: Tensor
+    log_table: Tensor, states: Tensor, tokens: Tensor, psi: Tensor, probs: Tensor | None = None
 ) -> Tensor:
     """`sum_t psi_t grad_z log pi(y_t | s_t)` per seed, w.r.t. each seed's logits table.
 
@@ -112,6 +145,7 @@ def batched_logit_gradient(
         log_table: `[S, Z, V]` log-policies.
         states, tokens: `[S, n]` long (padding must carry `psi = 0`).
         psi: `[S, n]` weights.
+        probs: `log_table.exp()` if already computed.
     Returns:
         `[S, Z, V]`: scatter-add of `psi` into `(s_t, y_t)` minus `(row mass) * pi(. | s)`.
     """
@@ -122,77 +156,8 @@ def batched_logit_gradient(
     hit.index_add_(0, row * V + tokens.reshape(-1), flat)
     mass = torch.zeros(S * Z, dtype=log_table.dtype)
     mass.index_add_(0, row, flat)
-    return hit.view(S, Z, V).addcmul_(mass.view(S, Z, 1), log_table.exp(), value=-1.0)
-
-
-@dataclass
-class ExactState:
-    """Exact quantities of the current policies of all seeds.
-
-    log_table: `[S, Z, V]`; response_logprobs: `[S, K, n_x]` `log pi(y | x)`;
-    objective: `[S]` `J`; gradient: `[S, *param]` `grad J`; entropy: `[S]` mean over prompts of
-    the per-token entropy (as `toy_mdps.exact.exact_token_entropy`).
-    """
-
-    log_table: Tensor
-    response_logprobs: Tensor
-    objective: Tensor
-    gradient: Tensor
-    entropy: Tensor
-
-
-@dataclass(frozen=True)
-class TokenIndex:
-    """The response tokens of an MDP flattened once (padding dropped), for seed-batched sums.
-
-    table_index: `[M]` `s_t V + y_t` of every response token (into a flattened `[Z V]` table).
-    state_index: `[M]` `s_t`.
-    response_of_token: `[M]` the response each token belongs to.
-    """
-
-    table_index: Tensor
-    state_index: Tensor
-    response_of_token: Tensor
-
-    @classmethod
-    def build(cls, mdp: TokenMDP) -> TokenIndex:
-        mask = mdp.response_mask
-        states, tokens = mdp.response_states[mask], mdp.response_tokens[mask]
-        owner = torch.arange(mdp.num_responses).unsqueeze(1).expand_as(mask)[mask]
-        return cls(states * mdp.vocab_size + tokens, states, owner.contiguous())
-
-
-def exact_state(
-    mdp: TokenMDP, policy: Policy, theta: Tensor, index: TokenIndex | None = None
-) -> ExactState:
-    """Exact `J`, `grad J`, entropy and response log-probs for `[S, *param]` parameters.
-
-    Sums run over the `M` response tokens only (`TokenIndex`): token log-probs are one
-    `index_select` from the flattened tables, response sums one `index_add_`, and the logit
-    gradient `sum_y pi(y) r(y) / K sum_t (onehot(y_t) - pi(. | s_t))` one `index_add_` of the
-    token weights into `[S, Z V]` minus each row's mass times `pi(. | s)`.
-    """
-    idx = TokenIndex.build(mdp) if index is None else index
-    S = theta.shape[0]
-    K, N, Z, V = mdp.num_prompts, mdp.num_responses, mdp.num_states, mdp.vocab_size
-    log_table = torch.log_softmax(batched_logits(policy, theta), dim=-1)  # [S, Z, V]
-    flat = log_table.reshape(S, Z * V)
-    tok = flat.index_select(1, idx.table_index)  # [S, M]
-    resp = torch.zeros(S, N, dtype=flat.dtype).index_add_(1, idx.response_of_token, tok)
-    p = resp.exp()
-    objective = (p * mdp.rewards).sum(dim=-1) / K
-    weight = (p * mdp.rewards / K).index_select(1, idx.response_of_token)  # [S, M]
-    hit = torch.zeros(S, Z * V, dtype=flat.dtype).index_add_(1, idx.table_index, weight)
-    hit = hit.view(S, Z, V)
-    probs = log_table.exp()
-    logit_grad = hit - hit.sum(dim=-1, keepdim=True) * probs
-    gradient = policy.pullback(logit_grad)
-    state_entropy = -(probs * log_table).sum(dim=-1)  # [S, Z]
-    per_token = state_entropy.index_select(1, idx.state_index)
-    per_resp = torch.zeros(S, N, dtype=flat.dtype).index_add_(1, idx.response_of_token, per_token)
-    ent = (p * per_resp).view(S, K, -1).sum(dim=-1)
-    length = (p * mdp.response_length.to(p.dtype)).view(S, K, -1).sum(dim=-1)
-    return ExactState(log_table, resp.view(S, K, -1), objective, gradient, (ent / length).mean(1))
+    probs = log_table.exp() if probs is None else probs
+    return hit.view(S, Z, V).addcmul_(mass.view(S, Z, 1), probs, value=-1.0)
 
 
 def score_kernel(policy: Policy, states: Tensor) -> Tensor:
@@ -222,6 +187,146 @@ def trajectory_score_norm_sq(
     return (gram * score_kernel(policy, states).to(gram.dtype)).sum(dim=(-1, -2))
 
 
+def effective_sample_sizes(log_ratio: Tensor) -> Tensor:
+    """`[S, ...] -> [S]`: `gmc_grpo.logratio.effective_sample_size` of each seed's batch.
+
+    `(sum rho)^2 / (N sum rho^2)` over all of a seed's trajectories, in log space (VCPO).
+    """
+    flat = log_ratio.detach().flatten(1).double()
+    log_ess = 2 * torch.logsumexp(flat, 1) - math.log(flat.shape[1]) - torch.logsumexp(2 * flat, 1)
+    return log_ess.exp().to(log_ratio.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# Drawing groups from the seeds' current policies
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """Draws made at launch, turned into responses later (`GroupSampler.resolve`)."""
+
+    seed_index: int
+    item: dict[str, Tensor]
+    prompts: Tensor  # [1, k], as drawn
+    uniforms: Tensor  # [1, k, G]
+
+
+@dataclass
+class GroupSampler:
+    """Draws groups from every seed's current policy at one learner step (exact inverse CDF).
+
+    Each launch draws its prompts and uniforms from its seed's generator at once, in the order
+    `toy_mdps.statistics.sample_groups` does (`randint` then `rand`), and returns an empty item
+    dict; `resolve()` fills every pending item at once (one `searchsorted` over the seeds'
+    concatenated response CDFs, then gathers). `lengths(item)` gives a pending item's response
+    lengths on the spot (a schedule that reads them at launch). The result equals
+    `sample_groups` seed by seed.
+    """
+
+    mdp: TokenMDP
+    exact: ExactState
+    group_size: int
+    pending: dict[int, _Pending] = field(default_factory=dict)  # id(item) -> its draws
+    _flat_cdf: Tensor | None = None
+
+    def flat_cdf(self) -> Tensor:
+        """`[S, K n_x]`: per seed the prompts' response CDFs, prompt `x` shifted by `x`."""
+        if self._flat_cdf is None:
+            K = self.mdp.num_prompts
+            probs = self.exact.response_logprobs.exp()  # [S, K, n_x]
+            cdf = probs.cumsum(dim=2)
+            cdf = cdf / cdf[:, :, -1:]
+            cdf[:, :, -1] = 1.0
+            offset = torch.arange(K, dtype=cdf.dtype).view(1, K, 1)
+            self._flat_cdf = (cdf + offset).reshape(cdf.shape[0], -1)
+        return self._flat_cdf
+
+    def launch(self, seed_index: int, groups: int, generator: torch.Generator) -> dict[str, Tensor]:
+        """Draw `groups` groups for seed `seed_index`; returns the (pending) item dict."""
+        K = self.mdp.num_prompts
+        prompts = torch.randint(0, K, (1, groups), generator=generator)
+        uniforms = torch.rand(
+            (1, groups, self.group_size), generator=generator, dtype=torch.float64
+        )
+        item: dict[str, Tensor] = {}
+        self.pending[id(item)] = _Pending(seed_index, item, prompts, uniforms)
+        return item
+
+    def _responses(self, flat: Tensor, prompts: Tensor, uniforms: Tensor) -> Tensor:
+        """`[R, k, G]` response indices: as `sample_groups`, `searchsorted(cdf, prompt + u)`."""
+        query = prompts.unsqueeze(-1).to(torch.float64) + uniforms  # [R, k, G]
+        idx = torch.searchsorted(flat, query.reshape(flat.shape[0], -1), right=True)
+        n_x = self.mdp.responses_per_prompt
+        return torch.minimum(idx.view_as(query), (prompts.unsqueeze(-1) + 1) * n_x - 1)
+
+    def lengths(self, item: dict[str, Tensor]) -> Tensor:
+        """`[k, G]` response lengths of an item, pending or filled."""
+        if "lengths" in item:
+            return item["lengths"]
+        entry = self.pending[id(item)]
+        s = entry.seed_index
+        flat = self.flat_cdf()[s : s + 1]
+        responses = self._responses(flat, entry.prompts, entry.uniforms)
+        return self.mdp.response_length[responses[0]]
+
+    def resolve(self) -> None:
+        """Fill every pending item (one batched draw for all seeds)."""
+        if self.pending:
+            self._fill(list(self.pending.values()))
+            self.pending = {}
+
+    def _fill(self, entries: list[_Pending]) -> None:
+        mdp, exact = self.mdp, self.exact
+        flat = self.flat_cdf()
+        seeds = sorted({e.seed_index for e in entries})
+        per_seed: dict[int, list[_Pending]] = {s: [] for s in seeds}
+        for entry in entries:
+            per_seed[entry.seed_index].append(entry)
+        counts = {s: sum(e.prompts.numel() for e in per_seed[s]) for s in seeds}
+        width = max(counts.values())
+        single = all(len(per_seed[s]) == 1 and counts[s] == width for s in seeds)
+        if single:  # one item per seed, all of one size (the batch schedules)
+            prompts = torch.cat([per_seed[s][0].prompts for s in seeds])
+            uniforms = torch.cat([per_seed[s][0].uniforms for s in seeds])
+        else:  # padded to the widest seed; the padding's draws are discarded
+            prompts = torch.zeros(len(seeds), width, dtype=torch.long)
+            uniforms = torch.zeros(len(seeds), width, self.group_size, dtype=torch.float64)
+            for row, s in enumerate(seeds):
+                prompts[row, : counts[s]] = torch.cat([e.prompts[0] for e in per_seed[s]])
+                uniforms[row, : counts[s]] = torch.cat([e.uniforms[0] for e in per_seed[s]])
+        seed_rows = torch.tensor(seeds)
+        if len(seeds) < flat.shape[0]:
+            flat = flat.index_select(0, seed_rows)
+        responses = self._responses(flat, prompts, uniforms)
+        states, tokens = mdp.response_states[responses], mdp.response_tokens[responses]
+        mask = mdp.response_mask[responses]
+        token_lp = exact.log_table[seed_rows.view(-1, 1, 1, 1), states, tokens]
+        token_lp = torch.where(mask, token_lp, torch.zeros((), dtype=token_lp.dtype))
+        prompt_lp = exact.response_logprobs[seed_rows.view(-1, 1), prompts]  # [R, width, n_x]
+        values = {
+            "prompts": prompts,
+            "responses": responses,
+            "behavior_token_logprobs": token_lp,
+            "behavior_prompt_logprobs": prompt_lp,
+            "lengths": mdp.response_length[responses],
+        }
+        if single:
+            rows_of = {key: value.unbind(0) for key, value in values.items()}
+            for row, s in enumerate(seeds):
+                item = per_seed[s][0].item
+                for key in values:
+                    item[key] = rows_of[key][row]
+            return
+        for row, s in enumerate(seeds):
+            start = 0
+            for entry in per_seed[s]:
+                stop = start + entry.prompts.numel()
+                for key, value in values.items():
+                    entry.item[key] = value[row, start:stop]
+                start = stop
+
+
 # ----------------------------------------------------------------------------------------------
 # The learner
 # ----------------------------------------------------------------------------------------------
@@ -235,6 +340,11 @@ class AsyncLearner:
         step: learner updates done (the current version `n`).
         adam_m, adam_v: `[S, *param]` Adam moments; schedules, generators, method_states
             (the state of the method's gradient edit): per seed.
+        last: the last step's batch-level tensors (diagnostics and tests): `responses` and
+            `log_ratio` `[S, B, G]`, `lag` `[S, B]` (each group's own lag), `raw_direction` /
+            `direction`
+            `[S, P]` (before / after GAC, before clipping), `step_scale` `[S]` (VCPO's factor,
+            1 otherwise).
     """
 
     def __init__(self, config: TrainConfig) -> None:
@@ -250,79 +360,88 @@ class AsyncLearner:
         self.generators = [
             torch.Generator().manual_seed(generator_seed(config.run_seed, s)) for s in config.seeds
         ]
-        self.schedules = [self._make_schedule() for _ in config.seeds]
+        self._sampler: GroupSampler | None = None
+        self.schedules: list[Schedule] = [
+            make_schedule(
+                config.schedule_config(schedule_seed(config.run_seed, s)),
+                length_of=self._length_of,
+            )
+            for s in config.seeds
+        ]
+        # groups per schedule item: whole batches, or one group per worker launch
+        self.groups_per_item = 1 if config.schedule == "workers" else config.num_groups
         self.spec = get_method(config.method)
         self.settings = config.method_settings()
         edit = self.spec.gradient_edit
         # the gradient edit's state, one per seed (GAC: the previous raw gradient)
         self.method_states = [edit.init_state() if edit else None for _ in config.seeds]
         self._exact: ExactState | None = None
-        self.token_index = TokenIndex.build(self.mdp)
+        self.tree = PrefixTree.build(self.mdp)
         # The last step's batch-level tensors, for diagnostics and tests: `log_ratio` `[S, B, G]`,
         # `raw_direction` / `direction` `[S, P]` (before / after GAC, before clipping),
-        # `step_scale` `[S]` (VCPO's factor, 1 otherwise), `lag` `[S]` (realised lag).
+        # `step_scale` `[S]` (VCPO's factor, 1 otherwise), `lag` `[S, B]` (each group's realised lag).
         self.last: dict[str, Tensor] = {}
+        self.drift: dict[str, Tensor] = {}
+        if config.drift_max_lag > 0:
+            H, P = config.drift_max_lag, self.theta[0].numel()
+            self.drift = {
+                "history": torch.zeros(H, S, P, dtype=self.theta.dtype),  # slot n % H
+                "groups": torch.zeros(S, H + 1, dtype=torch.float64),
+                "own_sum": torch.zeros(S, H + 1, dtype=torch.float64),
+                "others_sum": torch.zeros(S, H + 1, dtype=torch.float64),
+                "time_sum": torch.zeros(S, H + 1, dtype=torch.float64),
+                "time_count": torch.zeros(H + 1, dtype=torch.float64),
+                "beyond": torch.zeros(S, dtype=torch.float64),  # groups with lag > H
+                # every consumed group: count, sums of lag, length, lag^2, length^2, lag x length
+                "coupling": torch.zeros(S, 6, dtype=torch.float64),
+            }
 
     # -- schedules ------------------------------------------------------------------------------
-    def _make_schedule(self) -> FixedDelaySchedule | LengthCoupledSchedule:
-        if self.config.schedule == "fixed_delay":
-            return FixedDelaySchedule(self.config.delay)
-        if self.config.schedule == "length_coupled":
-            return LengthCoupledSchedule(
-                _batch_mean_length,
-                lam=self.config.lam,
-                max_launches=self.config.max_launches,
-                length_unit="tokens (mean response length of the batch)",
-            )
-        raise ValueError(f"the toy learner cannot build schedule {self.config.schedule!r} yet")
-
-    def _generate(self, seed_index: int, exact: ExactState) -> dict[str, Tensor]:
-        """A batch of seed `seed_index` from its current policy: `B` groups of `G` responses.
-
-        Holds `prompts` `[B]`, `responses` `[B, G]` (global response indices),
-        `behavior_token_logprobs` `[B, G, T]` and `behavior_prompt_logprobs` `[B, n_x]`
-        (`log mu(y | x_b)` of every response of the group's prompt, for the exact KL).
-        """
-        cfg, mdp = self.config, self.mdp
-        resp_lp = exact.response_logprobs[seed_index]  # [K, n_x]
-        prompts, responses = sample_groups(
-            mdp,
-            resp_lp.reshape(-1),
-            1,
-            cfg.num_groups,
-            cfg.group_size,
-            self.generators[seed_index],
-        )
-        prompts, responses = prompts[0], responses[0]
-        table = exact.log_table[seed_index]
-        states, tokens = mdp.response_states[responses], mdp.response_tokens[responses]
-        mask = mdp.response_mask[responses]
-        token_lp = torch.where(mask, table[states, tokens], torch.zeros((), dtype=table.dtype))
-        return {
-            "prompts": prompts,
-            "responses": responses,
-            "behavior_token_logprobs": token_lp,
-            "behavior_prompt_logprobs": resp_lp[prompts].clone(),
-            "lengths": mdp.response_length[responses],
-        }
+    def _length_of(self, item: dict[str, Tensor]) -> float:
+        """`L` of an item for the length-dependent schedules: its mean response length in tokens
+        (the batch's for the length-coupled schedule, B.1; the group's for length-proportional
+        worker times)."""
+        if self._sampler is None:
+            raise RuntimeError("lengths are read at launch, inside train_step")
+        return float(self._sampler.lengths(item).double().mean())
 
     # -- one step -------------------------------------------------------------------------------
     def current_exact(self) -> ExactState:
         if self._exact is None:
-            self._exact = exact_state(self.mdp, self.policy, self.theta, self.token_index)
+            self._exact = exact_state(self.mdp, self.policy, self.theta, self.tree)
         return self._exact
+
+    def _consume(self, exact: ExactState) -> tuple[dict[str, Tensor], Tensor]:
+        """Every seed's `B` groups at version `n`: `({key: [S, B, ...]}, lags [S, B])`."""
+        cfg, n, k = self.config, self.step, self.groups_per_item
+        sampler = GroupSampler(self.mdp, exact, cfg.group_size)
+        self._sampler = sampler
+        consumed: list[list[ScheduledBatch[dict[str, Tensor]]]] = []
+        try:
+            for s, schedule in enumerate(self.schedules):
+                gen = self.generators[s]
+                launch = lambda _version, s=s, gen=gen: sampler.launch(s, k, gen)  # noqa: E731
+                consumed.append(schedule.next(n, launch))
+            sampler.resolve()
+        finally:
+            self._sampler = None
+        S, B = len(consumed), cfg.num_groups
+        items = [entry.batch for entries in consumed for entry in entries]
+        batch = {
+            key: torch.cat([item[key] for item in items]).view(S, B, *items[0][key].shape[1:])
+            for key in ITEM_KEYS
+        }
+        lags = torch.tensor([e.lag for entries in consumed for e in entries], dtype=torch.float64)
+        if k > 1:
+            lags = lags.repeat_interleave(k)
+        return batch, lags.view(S, B)
 
     def train_step(self) -> list[dict[str, Any]]:
         """One update of every seed; returns one metrics row per seed (metrics at `theta_n`)."""
         cfg, mdp = self.config, self.mdp
         S, n = len(cfg.seeds), self.step
         exact = self.current_exact()
-        consumed: list[ScheduledBatch[dict[str, Tensor]]] = []
-        for s, schedule in enumerate(self.schedules):
-            entries = schedule.next(n, lambda _v, s=s: self._generate(s, exact))
-            consumed.append(entries[0])
-        batch = {k: torch.stack([e.batch[k] for e in consumed]) for k in consumed[0].batch}
-        lag = torch.tensor([float(e.lag) for e in consumed], dtype=torch.float64)  # [S]
+        batch, lag = self._consume(exact)  # lag: [S, B], each group's own
 
         responses = batch["responses"]  # [S, B, G]
         states = mdp.response_states[responses]  # [S, B, G, T]
@@ -331,7 +450,7 @@ class AsyncLearner:
         seed_idx = torch.arange(S).view(S, 1, 1, 1)
         lp = exact.log_table[seed_idx, states, tokens]
         lp = torch.where(mask, lp, torch.zeros_like(lp))
-        lb = batch["behavior_token_logprobs"]
+        lb = batch["behavior_token_logprobs"]  # each group's own snapshot
         rewards = mdp.rewards[responses]  # [S, B, G]
         log_ratio = (lp - lb).sum(dim=-1)  # [S, B, G]
 
@@ -343,7 +462,7 @@ class AsyncLearner:
             advantages = spec.baseline.compute(rewards, log_ratio, norms, settings)  # type: ignore[union-attr]
         else:
             advantages = adv_lib.compute(rewards, spec.advantage_kind(cfg.advantage))  # type: ignore[arg-type]
-        version_lag = lag.view(S, 1, 1).expand_as(log_ratio) if spec.needs_version_lag else None
+        version_lag = lag.unsqueeze(-1).expand_as(log_ratio) if spec.needs_version_lag else None
         loss = spec.loss_config(settings, max_length=cfg.max_length)
         psi = gradient_weights(loss, lp, lb, advantages.to(lp.dtype), mask, version_lag=version_lag)
         flat = states.numel() // S
@@ -352,6 +471,7 @@ class AsyncLearner:
             states.reshape(S, flat),
             tokens.reshape(S, flat),
             psi.reshape(S, flat),
+            exact.probs,
         )
         direction = self.policy.pullback(logit_grad).reshape(S, -1)  # [S, P]
 
@@ -372,12 +492,15 @@ class AsyncLearner:
                 dtype=torch.float64,
             )
         self.last = {
+            "responses": responses,
             "log_ratio": log_ratio,
+            "lag": lag,
             "raw_direction": raw_direction,
             "direction": direction,
             "step_scale": scale,
-            "lag": lag,
         }
+        if self.drift:
+            self._record_drift(lag, batch["lengths"].double().mean(dim=-1))
         grad_norm = torch.linalg.vector_norm(direction, dim=1)  # [S]
         if cfg.grad_clip is not None:
             factor = (cfg.grad_clip / grad_norm.clamp(min=1e-300)).clamp(max=1.0)
@@ -385,39 +508,104 @@ class AsyncLearner:
         lr = lr_at(cfg, n) * scale  # [S]
         self._apply(direction, lr)
 
-        # Diagnostics of the consumed batch (at theta_n).
+        # Diagnostics of the consumed batch (at theta_n), one list per metric.
         prompts = batch["prompts"]  # [S, B]
         cur = exact.response_logprobs[torch.arange(S).view(S, 1), prompts]  # [S, B, n_x]
         beh = batch["behavior_prompt_logprobs"]
         kl = (cur.exp() * (cur - beh)).sum(dim=-1).clamp(min=0.0).mean(dim=-1)  # [S]
         diag = minibatch_diagnostics(loss, log_ratio, psi, advantages, mask)
-        removed, capped_frac = diag["removed_mass"], diag["capped_frac"]
-        clipped = diag["clipped_token_frac"]
-        lengths = batch["lengths"].double()
-        out = []
-        for s, seed in enumerate(cfg.seeds):
-            row: dict[str, Any] = {
-                "step": n,
-                "seed": seed,
-                "policy/objective": float(exact.objective[s]),
-                "policy/grad_norm_sq": float(exact.gradient[s].pow(2).sum()),
-                "policy/entropy": float(exact.entropy[s]),
-                "staleness/lag": float(lag[s]),
-                "ratio/kl_exact": float(kl[s]),
-                "ratio/removed_mass": _finite_or_none(float(removed[s])),
-                "ratio/capped_frac": _finite_or_none(float(capped_frac[s])),
-                "ratio/clipped_token_frac": _finite_or_none(float(clipped[s])),
-                "ratio/ess": float(effective_sample_size(log_ratio[s])),
-                "ratio/log_max": float(log_ratio[s].max()),
-                "optim/lr": float(lr[s]),
-                "optim/grad_norm": float(grad_norm[s]),
-                "reward/mean": float(rewards[s].mean()),
-                "response/length_mean": float(lengths[s].mean()),
-            }
-            for key, values in extra.items():
-                row[key] = values[s]
-            out.append(row)
-        return out
+        columns: dict[str, list[Any]] = {
+            "policy/objective": exact.objective.tolist(),
+            "policy/grad_norm_sq": exact.grad_norm_sq.tolist(),
+            "policy/entropy": exact.entropy.tolist(),
+            "staleness/lag": lag.mean(dim=1).tolist(),
+            "ratio/kl_exact": kl.tolist(),
+            "ratio/removed_mass": _finite_or_none(diag["removed_mass"]),
+            "ratio/capped_frac": _finite_or_none(diag["capped_frac"]),
+            "ratio/clipped_token_frac": _finite_or_none(diag["clipped_token_frac"]),
+            "ratio/ess": effective_sample_sizes(log_ratio).tolist(),
+            "ratio/log_max": log_ratio.reshape(S, -1).max(dim=1).values.tolist(),
+            "optim/lr": lr.tolist(),
+            "optim/grad_norm": grad_norm.tolist(),
+            "reward/mean": rewards.reshape(S, -1).mean(dim=1).tolist(),
+            "response/length_mean": batch["lengths"].double().reshape(S, -1).mean(dim=1).tolist(),
+        }
+        if cfg.schedule == "workers":  # per-group lags: the batch's spread and its tau4 term
+            columns["staleness/lag_max"] = lag.max(dim=1).values.tolist()
+            columns["staleness/lag_min"] = lag.min(dim=1).values.tolist()
+            columns["staleness/lag4_mean"] = lag.pow(4).mean(dim=1).tolist()
+        columns.update(extra)
+        return [
+            {"step": n, "seed": seed, **{key: values[s] for key, values in columns.items()}}
+            for s, seed in enumerate(cfg.seeds)
+        ]
+
+    def _record_drift(self, lag: Tensor, length: Tensor) -> None:
+        """Accumulate both sides of the delay-regularity condition at step `n` (module doc), and
+        the moments of (lag, mean response length) over the consumed groups (`[S, B]` each)."""
+        drift, n = self.drift, self.step
+        moments = (torch.ones_like(lag), lag, length, lag * lag, length * length, lag * length)
+        drift["coupling"] += torch.stack([m.sum(dim=1) for m in moments], dim=1)
+        history = drift["history"]
+        H, S = history.shape[0], history.shape[1]
+        theta = self.theta.reshape(S, -1)
+        reach = min(n, H)
+        if reach > 0:
+            # slot h holds theta_m for the latest m < n with m = h (mod H): t = (n - h) mod H.
+            # Distances slot by slot in chunks into one buffer (no gather, no [H, S, P] temp).
+            filled = H if n >= H else n  # slots 0..n-1 until the history is full
+            by_slot = torch.empty(filled, S, dtype=theta.dtype)
+            chunk = max(1, min(filled, _DRIFT_CHUNK_ENTRIES // max(theta.numel(), 1)))
+            buffer = torch.empty(chunk, S, theta.shape[1], dtype=theta.dtype)
+            for start in range(0, filled, chunk):
+                stop = min(filled, start + chunk)
+                part = buffer[: stop - start]
+                torch.sub(history[start:stop], theta, out=part)
+                by_slot[start:stop] = part.square_().sum(dim=-1)
+            slots = torch.tensor([(n - t) % H for t in range(1, reach + 1)])
+            dist = by_slot.index_select(0, slots).T  # [S, reach], t = 1..reach
+            drift["time_sum"][:, 1 : reach + 1] += dist
+            drift["time_count"][1 : reach + 1] += 1
+            others = (dist.sum(dim=0, keepdim=True) - dist) / max(S - 1, 1)
+            if S == 1:
+                others = torch.full_like(dist, math.nan)
+            t = lag.long()  # [S, B]
+            inside = (t >= 1) & (t <= reach)
+            column = (t.clamp(1, reach) - 1) * inside  # [S, B] index into dist
+            ones = inside.to(torch.float64)
+            drift["groups"][:, 1 : reach + 1].scatter_add_(1, column, ones)
+            drift["own_sum"][:, 1 : reach + 1].scatter_add_(
+                1, column, dist.gather(1, column) * ones
+            )
+            drift["others_sum"][:, 1 : reach + 1].scatter_add_(
+                1, column, torch.where(inside, others.gather(1, column), 0.0)
+            )
+        drift["beyond"] += (lag > H).sum(dim=1).to(torch.float64)
+        history[n % H] = theta
+
+    def drift_summary(self) -> dict[str, Any]:
+        """Per seed, for lags `t = 0..H`: groups of lag `t`, the sums of their own `D_n(t)` and of
+        the other seeds' mean `D_n(t)`, and the time sums and counts of `D_n(t)` (module doc);
+        and `corr_lag_length`, the correlation over the seed's groups of lag and mean response
+        length (the coupling a length-proportional generation time creates)."""
+        if not self.drift:
+            return {}
+        d = self.drift
+        return {
+            "max_lag": self.config.drift_max_lag,
+            "time_count": d["time_count"].tolist(),
+            "per_seed": {
+                str(seed): {
+                    "groups": d["groups"][s].tolist(),
+                    "own_sum": d["own_sum"][s].tolist(),
+                    "others_sum": d["others_sum"][s].tolist(),
+                    "time_sum": d["time_sum"][s].tolist(),
+                    "beyond_max_lag": float(d["beyond"][s]),
+                    "corr_lag_length": _correlation(d["coupling"][s]),
+                }
+                for s, seed in enumerate(self.config.seeds)
+            },
+        }
 
     def _apply(self, direction: Tensor, lr: Tensor) -> None:
         """Ascent step with `direction` `[S, P]` and per-seed step sizes `lr` `[S]`."""
@@ -431,16 +619,17 @@ class AsyncLearner:
             beta1, beta2 = cfg.betas
             self.adam_m.mul_(beta1).add_(d, alpha=1 - beta1)
             self.adam_v.mul_(beta2).addcmul_(d, d, value=1 - beta2)
-            m_hat = self.adam_m / (1 - beta1**t)
-            v_hat = self.adam_v / (1 - beta2**t)
-            self.theta = self.theta + lr_b * m_hat / (v_hat.sqrt() + cfg.adam_eps)
+            # theta + lr * m_hat / (sqrt(v_hat) + eps), operation by operation in place
+            update = torch.div(self.adam_m, 1 - beta1**t).mul_(lr_b)
+            denominator = torch.div(self.adam_v, 1 - beta2**t).sqrt_().add_(cfg.adam_eps)
+            self.theta = self.theta + update.div_(denominator)
         self.step += 1
         self._exact = None
 
     # -- checkpoints ----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue bit for bit: parameters, optimizer, schedules, RNG and
-        the method's state."""
+        """Everything needed to continue bit for bit: parameters, optimizer, schedules (their
+        queued groups with their own tensors), RNG, the method's state and the drift record."""
         return {
             "config": self.config.to_dict(),
             "step": self.step,
@@ -448,8 +637,9 @@ class AsyncLearner:
             "adam_m": self.adam_m.clone(),
             "adam_v": self.adam_v.clone(),
             "generators": [g.get_state() for g in self.generators],
-            "schedules": [s.state_dict() for s in self.schedules],
+            "schedules": [_own_tensors(s.state_dict()) for s in self.schedules],
             "method_states": [m.state_dict() if m else None for m in self.method_states],
+            "drift": {k: v.clone() for k, v in self.drift.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -462,29 +652,51 @@ class AsyncLearner:
         for gen, gstate in zip(self.generators, state["generators"], strict=True):
             gen.set_state(gstate)
         for sched, sstate in zip(self.schedules, state["schedules"], strict=True):
-            sched.load_state_dict(sstate)
+            sched.load_state_dict(_own_tensors(sstate))
         for mine, saved in zip(self.method_states, state["method_states"], strict=True):
             if mine is not None:
                 mine.load_state_dict(saved)
+        self.drift = {k: v.clone() for k, v in state.get("drift", {}).items()}
         self._exact = None
 
 
-def _batch_mean_length(batch: dict[str, Tensor]) -> float:
-    """`L` of the length-coupled schedule: the batch's mean response length in tokens."""
-    return float(batch["lengths"].double().mean())
+def _own_tensors(value: Any) -> Any:
+    """`value` with every tensor replaced by a contiguous copy of its own (the items of a step
+    are views of one tensor for all seeds; a checkpoint stores each with its own storage)."""
+    if isinstance(value, Tensor):
+        return value.clone()
+    if isinstance(value, dict):
+        return {k: _own_tensors(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_own_tensors(v) for v in value]
+    return value
 
 
-def _finite_or_none(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+def _correlation(moments: Tensor) -> float | None:
+    """Pearson correlation from `[count, sum x, sum y, sum x^2, sum y^2, sum x y]` (None when a
+    variance is 0, e.g. constant lags)."""
+    n, sx, sy, sxx, syy, sxy = moments.tolist()
+    vx, vy = sxx - sx * sx / n, syy - sy * sy / n
+    if not (vx > 1e-12 * max(sxx, 1.0) and vy > 1e-12 * max(syy, 1.0)):
+        return None
+    return (sxy - sx * sy / n) / math.sqrt(vx * vy)
+
+
+def _finite_or_none(values: Tensor) -> list[float | None]:
+    return [x if math.isfinite(x) else None for x in values.tolist()]
 
 
 __all__ = [
     "AsyncLearner",
     "ExactState",
-    "TokenIndex",
+    "GroupSampler",
+    "PrefixTree",
     "batched_logit_gradient",
+    "batched_logits",
+    "effective_sample_sizes",
     "exact_state",
     "generator_seed",
     "lr_at",
+    "schedule_seed",
     "trajectory_score_norm_sq",
 ]

@@ -5,7 +5,8 @@ run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row p
 seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
 `summary.json` (per-seed final `J(theta_N)`, the convergence metric
 `(1/N) sum_{n<N} ||grad J(theta_n)||^2`, the realised lag moments, and means with t-intervals
-over seeds), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
+over seeds; with the worker schedule also each seed's `lag_statistics` over its groups, and
+with `drift_max_lag > 0` the delay-regularity record `delay_regularity`), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
 `AsyncLearner.state_dict()` returns -- parameters, Adam moments, schedules with their queued
 batches, generator states, the method's state -- through `gmc_grpo.checkpoints`, so nothing is
 unpickled), written atomically every `checkpoint_every` steps and at the end (the newest one is
@@ -36,6 +37,7 @@ import csv
 import dataclasses
 import os
 import time
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,9 @@ from gmc_grpo.records import (
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
+from gmc_grpo.staleness import lag_statistics
 from gmc_grpo.stats import t_interval
+from toy_mdps.jobs import single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.bounds import BoundTracker
 from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
@@ -71,13 +75,20 @@ def summarise_rows(
     config: TrainConfig,
     final_objective: dict[int, float],
     level: float = 0.95,
+    lag_stats: dict[int, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Per-seed and across-seed summary of a run's metrics rows (see the module docstring)."""
+    """Per-seed and across-seed summary of a run's metrics rows (see the module docstring).
+
+    `lag_tau4` is the mean over groups of `lag^4` (`staleness/lag4_mean` per step when a batch
+    mixes lags, else the step's lag to the 4th); `lag_stats` (worker schedule: each seed's
+    `gmc_grpo.staleness.lag_statistics`) adds `lag_tau2`, `lag_max` and `lag_spread_std`.
+    """
     per_seed: dict[int, dict[str, float]] = {}
     for seed in config.seeds:
         mine = [r for r in rows if r["seed"] == seed]
         mine.sort(key=lambda r: r["step"])
         lags = [r["staleness/lag"] for r in mine]
+        fourth = [r.get("staleness/lag4_mean", r["staleness/lag"] ** 4) for r in mine]
         n = len(mine)
         quarter = mine[: max(1, n // 4)]
         per_seed[seed] = {
@@ -88,10 +99,15 @@ def summarise_rows(
             if len(quarter) < n
             else final_objective[seed],
             "lag_mean": sum(lags) / n,
-            "lag_tau4": sum(lag**4 for lag in lags) / n,
+            "lag_tau4": sum(fourth) / n,
             "kl_mean": sum(r["ratio/kl_exact"] for r in mine) / n,
             "final_entropy": mine[-1]["policy/entropy"],
         }
+        if lag_stats is not None:
+            stats_of_seed = lag_stats[seed]
+            per_seed[seed]["lag_tau2"] = stats_of_seed["tau2"]
+            per_seed[seed]["lag_max"] = stats_of_seed["max"]
+            per_seed[seed]["lag_spread_std"] = stats_of_seed["spread_std"]
     keys = next(iter(per_seed.values())).keys()
     across = {k: t_interval([per_seed[s][k] for s in config.seeds], level) for k in keys}
     return {
@@ -229,7 +245,17 @@ def train(
         final = exact_state(learner.mdp, learner.policy, learner.theta)
         rows = read_jsonl(run_dir / "metrics.jsonl")
         final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
-        summary = summarise_rows(rows, config, final_j)
+        lag_stats = None
+        if config.schedule == "workers":
+            lag_stats = {
+                seed: lag_statistics(schedule.lags_per_batch)
+                for seed, schedule in zip(config.seeds, learner.schedules, strict=True)
+            }
+        summary = summarise_rows(rows, config, final_j, lag_stats=lag_stats)
+        if lag_stats is not None:
+            summary["lag_statistics"] = {str(seed): st for seed, st in lag_stats.items()}
+        if config.drift_max_lag > 0:
+            summary["delay_regularity"] = learner.drift_summary()
         writer.write_summary(summary)
         return summary
     finally:
@@ -286,16 +312,26 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
     return row
 
 
+def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> dict[str, Any]:
+    """One point of an experiment in a worker process (`run_experiment(jobs > 1)`)."""
+    summary = train(TrainConfig.from_dict(config_dict), run_dir, resume=resume)
+    assert summary is not None
+    return summary
+
+
 def run_experiment(
     config: ExperimentConfig,
     out_dir: str | Path,
     *,
     fresh: bool = False,
     progress: bool = True,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Run (or resume) every point of the experiment; returns the experiment's summary.
 
     Writes `experiment.json`, one run directory per point, `results.csv` and `summary.json`.
+    `jobs > 1` runs that many points at once in worker processes (one torch thread each); every
+    point's records equal those of `jobs=1` with one thread.
     """
     from tqdm import tqdm
 
@@ -314,14 +350,30 @@ def run_experiment(
     rows = []
     started = time.perf_counter()
     bar = tqdm(total=len(points), desc=f"toy train {config.name}", disable=not progress)
+    pool = None
     try:
-        for label, cfg, _ in points:
-            bar.set_postfix_str(label)
-            summary = train(cfg, out_dir / label, resume=not fresh)
+        if jobs == 1:
+            summaries = []
+            for label, cfg, _ in points:
+                bar.set_postfix_str(label)
+                summaries.append(train(cfg, out_dir / label, resume=not fresh))
+                bar.update(1)
+        else:
+            pool = worker_pool(jobs, single_thread)
+            futures = [
+                pool.submit(_train_point, cfg.to_dict(), out_dir / label, not fresh)
+                for label, cfg, _ in points
+            ]
+            for future in as_completed(futures):
+                future.result()  # a failed point raises here
+                bar.update(1)
+            summaries = [future.result() for future in futures]
+        for (label, cfg, _), summary in zip(points, summaries, strict=True):
             assert summary is not None
             rows.append(result_row(label, cfg, summary))
-            bar.update(1)
     finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
         bar.close()
     write_results_csv(rows, out_dir / "results.csv")
     analysis = analyse(config, rows, out_dir)
