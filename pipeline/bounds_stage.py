@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.records import atomic_write_json, atomic_write_text
+from toy_mdps.jobs import machine_jobs
 
 BOUND_EXPERIMENTS: tuple[str, ...] = ("bounds_quick",)
 TOY_TRAIN_STAGE = "toy_train"  # the folder of `pipeline.reproduce`'s toy-training stage
@@ -50,7 +51,7 @@ def bounds_stage(out_dir: Path) -> dict[str, Any]:
     sections, gaps = [], []
     for name in BOUND_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
-        summary = run_experiment(config, out_dir / config.name, progress=False)
+        summary = run_experiment(config, out_dir / config.name, progress=False, jobs=machine_jobs())
         sections.append(
             experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}")
         )

@@ -21,6 +21,7 @@ from typing import Any
 from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 from pipeline.llm_stage import llm_suite_settings
+from toy_mdps.jobs import machine_jobs
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,8 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
     from pipeline import toy
 
     run_dir = out_dir / "run"
-    code = toy.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress"])
+    jobs = str(machine_jobs())
+    code = toy.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress", "--jobs", jobs])
     if code != 0:
         raise RuntimeError(f"gmc-grpo toy sweep --quick exited with {code}")
     from toy_mdps.sweep.analysis import claims_markdown
@@ -154,7 +156,7 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     for name in QUICK_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
         experiment_dir = out_dir / config.name
-        run_experiment(config, experiment_dir, progress=False)
+        run_experiment(config, experiment_dir, progress=False, jobs=machine_jobs())
         if config.figures:
             draw_figures("experiment", experiment_dir)
         summary = json.loads((experiment_dir / "summary.json").read_text())

@@ -20,6 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from toy_mdps.jobs import machine_jobs
+
 TAU4 = r"$\bar\tau_4 = \frac{1}{NB}\sum_{n}\sum_{b}(\tau_n^{(b)})^4$"
 # `\Vert`, not `\|`: a `|` inside a Markdown table cell would end the cell
 CONDITION = (
@@ -217,7 +219,7 @@ def workers_stage(out_dir: Path) -> dict[str, Any]:
     for name in WORKER_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
         experiment_dir = out_dir / config.name
-        run_experiment(config, experiment_dir, progress=False)
+        run_experiment(config, experiment_dir, progress=False, jobs=machine_jobs())
         draw_figures("experiment", experiment_dir)
         summary = json.loads((experiment_dir / "summary.json").read_text())
         prefix = f"{out_dir.name}/{config.name}"

@@ -28,6 +28,14 @@ def worker_pool(jobs: int, initializer: Callable[..., None], *initargs: Any) -> 
     )
 
 
+def machine_jobs(limit: int = 2) -> int:
+    """The number of jobs `gmc-grpo reproduce` uses: the machine's cores, at most `limit` (the
+    quick grids have few points; two keep a 2-core machine busy without oversubscribing it)."""
+    import os
+
+    return max(1, min(limit, os.cpu_count() or 1))
+
+
 def single_thread() -> None:
     """Worker set-up: one torch thread (the caller's processes provide the parallelism)."""
     import torch
@@ -35,4 +43,4 @@ def single_thread() -> None:
     torch.set_num_threads(1)
 
 
-__all__ = ["single_thread", "worker_pool"]
+__all__ = ["machine_jobs", "single_thread", "worker_pool"]
