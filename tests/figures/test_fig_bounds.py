@@ -124,3 +124,16 @@ def test_seeds_of_one_setting_make_one_point_with_an_interval(tmp_path: Path) ->
     assert check["detail"].startswith("4 of 4 GMC/TIC runs")
     fig = plot_bounds_vs_runs(data)
     pyplot().close(fig)
+
+
+def test_toy_curves_leave_out_worker_and_sgd_studies(tmp_path: Path) -> None:
+    """Runs of a mixed-lag or GMC/TIC-gap experiment join no delay curve; a delay sweep's do."""
+    import json
+
+    for kind, delays in (("delay_sweep", (0, 4)), ("mixed_delay", (8,)), ("gmc_tic_gap", (12,))):
+        experiment = tmp_path / kind
+        experiment.mkdir()
+        (experiment / "experiment.json").write_text(json.dumps({"name": kind, "kind": kind}))
+        write_toy_train_run(experiment, "point", delays=delays, steps=STEPS)
+    data = bounds_data(discover([tmp_path]), "toy")
+    assert sorted({p["delay"] for p in data.points}) == [0, 4]
