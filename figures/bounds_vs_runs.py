@@ -212,6 +212,7 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
     tau4 = _tau4(run, rows, suite)
     point: dict[str, Any] = {
         "run": run.name,
+        "seed": run.config.get("seed"),
         "method": run.method,
         "schedule": run.schedule,
         "pair": (run.schedule, run.delay, run.model),
@@ -352,7 +353,21 @@ def _gap(gmc: dict[str, Any], tic: dict[str, Any], suite: str) -> dict[str, Any]
             "log_ratio": t_interval(logs) if logs else None,
         }
     a, b = gmc["final_pass1"], tic["final_pass1"]
-    return {"gap": a - b if a is not None and b is not None else None}
+    # seeds of one setting: GMC - TIC paired by seed, with its interval over seeds
+    by_seed = {
+        p["seed"]: p["final_pass1"]
+        for p in tic.get("per_seed", [])
+        if p.get("seed") is not None and p["final_pass1"] is not None
+    }
+    differences = [
+        p["final_pass1"] - by_seed[p["seed"]]
+        for p in gmc.get("per_seed", [])
+        if p.get("seed") in by_seed and p["final_pass1"] is not None
+    ]
+    return {
+        "gap": a - b if a is not None and b is not None else None,
+        "paired": t_interval(differences) if len(differences) >= 2 else None,
+    }
 
 
 def _verdict(ok: int, total: int) -> str:
@@ -439,15 +454,25 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
             }
         )
     else:
-        ok = sum(g["gap"] >= 0.0 for g in positive)
-        detail = f"GMC >= TIC at {ok} of {len(positive)} delays > 0 ({values} pp)"
-        checks.append(
-            {
-                **gmc_claim,
-                "verdict": _verdict(ok, len(positive)),
-                "detail": detail,
-            }
-        )
+        paired = [g.get("paired") for g in positive]
+        if positive and all(t is not None for t in paired):
+            # seeds: GMC >= TIC holds where the paired interval lies above 0, fails where below
+            ok = sum(t["lo"] > 0 for t in paired)
+            against = sum(t["hi"] < 0 for t in paired)
+            intervals = ", ".join(
+                f"{t['mean']:+.3g} [{t['lo']:+.3g}, {t['hi']:+.3g}] pp over {t['n']} seeds"
+                for t in paired
+            )
+            verdict = AGREES if ok == len(positive) else DISAGREES if against else NOT_SIGNIFICANT
+            detail = (
+                f"GMC - TIC > 0 significantly (paired 95% interval over seeds) at {ok} of "
+                f"{len(positive)} delays ({intervals})"
+            )
+        else:  # single runs: the direction only
+            ok = sum(g["gap"] >= 0.0 for g in positive)
+            verdict = _verdict(ok, len(positive))
+            detail = f"GMC >= TIC at {ok} of {len(positive)} delays > 0 ({values} pp; one seed)"
+        checks.append({**gmc_claim, "verdict": verdict, "detail": detail})
     earlier = []
     for pair in sorted({p["pair"] for p in data.points}, key=str):
         steps = {

@@ -137,3 +137,30 @@ def test_toy_curves_leave_out_worker_and_sgd_studies(tmp_path: Path) -> None:
         write_toy_train_run(experiment, "point", delays=delays, steps=STEPS)
     data = bounds_data(discover([tmp_path]), "toy")
     assert sorted({p["delay"] for p in data.points}) == [0, 4]
+
+
+@pytest.mark.parametrize(
+    ("gmc_shifts", "verdict", "mean"),
+    [
+        # GMC - TIC per seed = 5 + 100 x shift: 5, 5.5, 6 -> [4.26, 6.74], above 0
+        ((0.0, 0.005, 0.01), AGREES, 5.5),
+        # -1, 1, 5.5: mean 1.83, t(0.975, 2) = 4.303 x se 1.92 -> the interval holds 0
+        ((-0.06, -0.04, 0.005), "not significant", 11 / 6),
+        # -3, -2.5, -2 -> [-3.74, -1.26], below 0
+        ((-0.08, -0.075, -0.07), "does not agree", -2.5),
+    ],
+)
+def test_llm_seeds_pair_gmc_and_tic_by_seed(
+    tmp_path: Path, gmc_shifts: tuple[float, ...], verdict: str, mean: float
+) -> None:
+    """The synthetic GMC - TIC gap in final sampled Pass@1 is 5 pp; shifting GMC's seeds (a shift
+    of 0.01 in Pass@1 is 1 pp) makes the paired interval over seeds lie above 0, hold 0, or lie
+    below 0."""
+    for seed, shift in enumerate(gmc_shifts):
+        write_train_run(tmp_path, f"tic-s{seed}", method="tic", delay=4, seed=seed)
+        write_train_run(tmp_path, f"gmc-s{seed}", method="gmc", delay=4, seed=seed, shift=shift)
+    data = bounds_data(discover([tmp_path]), "fixed_delay")
+    gap = data.gaps[0]
+    assert gap["paired"]["n"] == 3 and gap["paired"]["mean"] == pytest.approx(mean)
+    check = next(c for c in data.checks if c["claim"].startswith("GMC converges"))
+    assert check["verdict"] == verdict
