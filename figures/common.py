@@ -422,7 +422,11 @@ def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
             axis.legend(unique.values(), unique.keys(), fontsize=6.5)
     axes[0].set_ylabel(data.ylabel)
     if data.title:
-        fig.suptitle(data.title, fontsize=11)
+        import textwrap
+
+        # about 11 characters of 11-point text per inch: a narrow figure wraps its title
+        width = max(30, int(fig.get_figwidth() * 11))
+        fig.suptitle("\n".join(textwrap.wrap(data.title, width)), fontsize=11)
     fig.tight_layout()
     return fig
 
