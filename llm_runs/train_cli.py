@@ -202,6 +202,11 @@ def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
     values = values_from_args(args, suite=True)
     if args.resume:
         raise ValueError("--resume: a suite resumes its unfinished runs by itself; drop --resume")
+    if args.extend_to is not None or args.allow_config_change:
+        raise ValueError(
+            "--extend-to and --allow-config-change change one run: pass that run's folder as "
+            "--out without --seeds/--methods/--delays"
+        )
     if args.method and args.methods:
         raise ValueError("give --method (one run) or --methods (a suite), not both")
     if args.delay is not None and args.delays:

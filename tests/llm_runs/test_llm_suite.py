@@ -234,6 +234,8 @@ def test_suite_command_line(tmp_path):
         (["--methods", "gmc,nope"], "registered methods"),
         (["--methods", "gmc", "--method", "tic"], "not both"),
         (["--seeds", "0", "--resume"], "drop --resume"),
+        (["--seeds", "0", "--extend-to", "300"], "change one run"),
+        (["--seeds", "0", "--allow-config-change", "lr"], "change one run"),
     ]
     for extra, message in bad:
         with pytest.raises(ValueError, match=message):
