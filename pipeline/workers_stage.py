@@ -96,7 +96,7 @@ def mixed_markdown(summary: dict[str, Any], prefix: str) -> tuple[str, str]:
         if c["kind"] == "same_tau4" and c["metric"] == "final_objective"
     ]
     parts = [
-        f"{_method(c['method'])} {_ci(c['difference'], 2)} ({c['verdict']})" for c in same_tau4
+        f"{_method(c['method'])}: {_ci(c['difference'], 2)} ({c['verdict']})" for c in same_tau4
     ]
     headline = "(a) mixed - uniform at equal tau4, final J: " + "; ".join(parts)
     return "\n".join(lines) + "\n", headline
