@@ -162,8 +162,7 @@ def _toy_experiment_kind(run: Run) -> str | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    config = data.get("config", data) if isinstance(data, dict) else {}
-    kind = config.get("kind") if isinstance(config, dict) else None
+    kind = data.get("kind") if isinstance(data, dict) else None  # ExperimentConfig.to_dict()
     return str(kind) if kind is not None else None
 
 

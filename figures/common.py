@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -422,8 +423,6 @@ def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
             axis.legend(unique.values(), unique.keys(), fontsize=6.5)
     axes[0].set_ylabel(data.ylabel)
     if data.title:
-        import textwrap
-
         # about 11 characters of 11-point text per inch: a narrow figure wraps its title
         width = max(30, int(fig.get_figwidth() * 11))
         fig.suptitle("\n".join(textwrap.wrap(data.title, width)), fontsize=11)

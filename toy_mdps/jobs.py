@@ -13,13 +13,21 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 
+def check_jobs(jobs: int) -> None:
+    """Refuse a job count below 1 (callers check before they write anything)."""
+    if jobs < 1:
+        raise ValueError(
+            f"jobs={jobs} (--jobs): must be >= 1 (1 runs everything in this process, N > 1 in N "
+            "worker processes)"
+        )
+
+
 def worker_pool(jobs: int, initializer: Callable[..., None], *initargs: Any) -> ProcessPoolExecutor:
     """A pool of `jobs` fresh worker processes, each set up by `initializer(*initargs)`.
 
     A worker that cannot start makes the pool raise `BrokenProcessPool` (no silent hang).
     """
-    if jobs < 1:
-        raise ValueError(f"jobs={jobs}: must be >= 1 (1 runs everything in this process)")
+    check_jobs(jobs)
     return ProcessPoolExecutor(
         jobs,
         mp_context=multiprocessing.get_context("spawn"),
@@ -43,4 +51,4 @@ def single_thread() -> None:
     torch.set_num_threads(1)
 
 
-__all__ = ["machine_jobs", "single_thread", "worker_pool"]
+__all__ = ["check_jobs", "machine_jobs", "single_thread", "worker_pool"]

@@ -75,6 +75,9 @@ def test_parallel_sweep_writes_the_rows_of_a_serial_one(tmp_path: Path) -> None:
     """`jobs=2` (two worker processes, one thread each) resumes a partial serial sweep and
     writes, in grid order, the same rows as the serial sweep."""
     config = SweepConfig.from_dict(TINY)
+    with pytest.raises(ValueError, match=r"jobs=0 \(--jobs\): must be >= 1"):
+        run_sweep(config, tmp_path / "none", progress=False, jobs=0)  # refused before writing
+    assert not (tmp_path / "none").exists()
     serial = run_sweep(config, tmp_path / "serial", progress=False)
     run = tmp_path / "parallel"
     run_sweep(config, run, progress=False)

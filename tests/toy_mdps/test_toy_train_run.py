@@ -154,6 +154,10 @@ def test_parallel_experiment_writes_the_records_of_a_serial_one(tmp_path: Path) 
     assert serial["orderings"] == parallel["orderings"]
     for label, _, _ in config.points():
         assert _lines(tmp_path / "serial" / label) == _lines(tmp_path / "parallel" / label)
+    # a job count below 1 is refused before anything is written
+    with pytest.raises(ValueError, match=r"jobs=0 \(--jobs\): must be >= 1"):
+        run_experiment(config, tmp_path / "none", progress=False, jobs=0)
+    assert not (tmp_path / "none").exists()
 
 
 def test_t_interval_and_verdicts() -> None:

@@ -113,8 +113,6 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     from gmc_grpo.records import read_json
     from toy_mdps.sweep.run import run_sweep
 
-    if args.jobs < 1:
-        raise ValueError(f"--jobs={args.jobs}: must be >= 1 (the number of worker processes)")
     run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs)
     if draw_figures is not None and config.figures:
         if not args.no_progress:

@@ -47,7 +47,7 @@ from toy_mdps.exact import (
     log_policy_table,
     response_token_logprobs,
 )
-from toy_mdps.jobs import single_thread, worker_pool
+from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import make_policy
 from toy_mdps.problem import make_mdp
@@ -411,6 +411,7 @@ def run_sweep(
     """
     from tqdm import tqdm
 
+    check_jobs(jobs)
     run_dir = Path(run_dir)
     payload = None if fresh else read_run_config(run_dir)
     if payload is not None:

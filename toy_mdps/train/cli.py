@@ -163,6 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     from gmc_grpo.resume import ResumeRequest
+    from toy_mdps.jobs import check_jobs
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
         ExperimentConfig,
@@ -172,9 +173,8 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
 
     if args.experiment and args.config:
         raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config")
+    check_jobs(args.jobs)
     chosen = bool(args.experiment or args.config or args.quick)
-    if args.jobs < 1:
-        raise ValueError(f"--jobs={args.jobs}: must be >= 1 (the number of worker processes)")
     overrides = {
         name: getattr(args, flag.lstrip("-").replace("-", "_"))
         for flag, (name, _, _) in _RUN_FLAGS.items()

@@ -60,7 +60,7 @@ from gmc_grpo.records import (
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
 from gmc_grpo.staleness import lag_statistics
 from gmc_grpo.stats import t_interval
-from toy_mdps.jobs import single_thread, worker_pool
+from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.bounds import BoundTracker
 from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
@@ -335,6 +335,7 @@ def run_experiment(
     """
     from tqdm import tqdm
 
+    check_jobs(jobs)
     out_dir = Path(out_dir)
     if not fresh and (out_dir / "experiment.json").is_file():
         changes = config_differences(read_json(out_dir / "experiment.json"), config.to_dict())
