@@ -54,7 +54,7 @@ test-main: venv
 
 # the verl adapter's tests through verl's own registry, rollout-correction step, trainers and actor
 test-verl: verl-venv
-	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl_adapter.py tests/integrations/test_verl_engine.py
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl_adapter.py tests/integrations/test_verl_engine.py tests/integrations/test_examples.py
 
 test-all: venv
 	$(BIN)/python -m pytest -q -m "not gpu"
