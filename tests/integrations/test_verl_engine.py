@@ -158,25 +158,14 @@ def test_a_failing_plugin_is_reported_where_the_user_sees_it():
 # ----------------------------------------------------------------------------------------------
 
 GROUP, GROUPS, PROMPT, RESPONSE = 4, 3, 3, 5
-VOCAB = 16
+VOCAB = 11  # examples.tiny: 8 words and 3 special tokens
 
 
 def tiny_model() -> torch.nn.Module:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from examples.tiny import tiny_model as build
+    from examples.tiny import tiny_tokenizer
 
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=VOCAB,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=32,
-        tie_word_embeddings=True,
-    )
-    return Qwen3ForCausalLM(config).float()
+    return build(tiny_tokenizer()).float()
 
 
 def response_log_probs(model, input_ids) -> torch.Tensor:
