@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from figures.registry import Entry, get_entry, item_names
+from figures.registry import Entry, entries, get_entry, item_names
 from gmc_grpo.errors import run_reported
 
 # figure formats matplotlib writes without extra packages (`--formats`)
@@ -120,11 +120,10 @@ def write_all(
     for name in wanted:
         if name not in names:
             raise ValueError(f"unknown item {name!r}; choose from {', '.join(names)}")
-    for name in names:
+    for entry in entries("runs"):
+        name = entry.name
         if name not in wanted:
             continue
-        entry = get_entry(name)
-        assert entry is not None
         if entry.output == "sweep figures":
             _write_sweeps(entry, runs, result, formats)
             continue
