@@ -25,7 +25,6 @@ the toy runs' GMC/TIC comparison, which is paired over seeds, also "not signific
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,13 +41,18 @@ from figures.common import (
     pick_seed_runs,
 )
 from figures.discover import Run
-from figures.style import method_color, method_label
+from figures.style import method_color, method_label, removed_mass_kind
 from gmc_grpo.defaults import PAPER_CAP_EPS as PAPER_EPS
 from gmc_grpo.stats import t_interval, t_quantile
 
 SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")
 AGREES, DISAGREES, UNMEASURABLE = "agrees", "does not agree", "not measurable"
 NOT_SIGNIFICANT = "not significant"
+PAIRED_METHODS = ("gmc", "tic")
+"""the paper's comparison under delay (§4.3, Figure 4): GMC against TIC, one pair per setting"""
+BOUND_RTOL = 1e-9
+"""relative slack of "removed mass <= bound": the two sides are equal to rounding for a
+degenerate run (no capping, KL 0)"""
 
 
 @dataclass
@@ -62,10 +66,16 @@ class BoundsData:
     gaps: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, str]] = field(default_factory=list)
     gap_label: str = ""
+    notes: list[str] = field(default_factory=list)
 
     @property
     def has_data(self) -> bool:
         return bool(self.points)
+
+    @property
+    def why_empty(self) -> str:
+        """What `gmc-grpo figures` says when the suite has no run."""
+        return "none was found"
 
     @property
     def caption(self) -> str:
@@ -152,29 +162,13 @@ def _tau4(run: Run, rows: Sequence[dict[str, Any]], suite: str) -> float | None:
 DELAY_STUDIES = (None, "runs", "delay_sweep", "length_coupled", "group_size")
 
 
-def _toy_experiment_kind(run: Run) -> str | None:
-    """The `kind` of the experiment a toy run belongs to (its folder's parent holds
-    `experiment.json`), or None for a run outside any experiment."""
-    path = run.path.parent / "experiment.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    kind = data.get("kind") if isinstance(data, dict) else None  # ExperimentConfig.to_dict()
-    return str(kind) if kind is not None else None
-
-
 def _members(
     runs: Sequence[Run], suite: str, group_size: int | None, eps: float | None
 ) -> tuple[list[Run], float]:
     """The suite's runs at one group size and one eps (`None`: the most common ones, so that the
     group-size and eps studies do not mix with the delay sweep); returns them and the eps."""
     if suite == "toy":
-        members = [
-            r for r in runs if r.kind == "toy_train" and _toy_experiment_kind(r) in DELAY_STUDIES
-        ]
+        members = [r for r in runs if r.kind == "toy_train" and r.experiment in DELAY_STUDIES]
     else:
         members = [r for r in runs if r.kind == "llm_train" and r.schedule == suite]
     sizes = [r.group_size for r in members]
@@ -231,8 +225,9 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
         "grad_norm_sq": _mean_of(run.metrics, "policy/grad_norm_sq"),
         "per_seed_convergence": _per_seed_convergence(run) if suite == "toy" else {},
     }
-    if run.method in ("gmc", "tic") and point["kl"] is not None:
-        point["bound"] = float(removed_mass_bound(max(point["kl"], 0.0), eps, run.method))
+    kind = removed_mass_kind(run.method)  # the method's spec says which bound it obeys
+    if kind is not None and point["kl"] is not None:
+        point["bound"] = float(removed_mass_bound(max(point["kl"], 0.0), eps, kind))
     return point
 
 
@@ -278,7 +273,7 @@ def bounds_data(
 
     `eps`: the cap (default: the runs' `eps`, else the paper's 0.28). `group_size`: keep
     runs of this `G` only (default: the most common one)."""
-    from theory.constants import gmc_penalty, improvement_factor, tic_penalty
+    from theory.constants import improvement_factor
 
     if suite not in SUITES:
         raise ValueError(f"suite must be one of {SUITES}, got {suite!r}")
@@ -296,11 +291,27 @@ def bounds_data(
         data.points.append(_seed_point([_point(run, suite, eps) for run in seeds]))
     data.points.sort(key=lambda p: (p["x"] if p["x"] is not None else -1.0, str(p["method"])))
     factor = float(improvement_factor(eps))
-    for x in sorted({p["x"] for p in data.points if p["x"] is not None}):
-        at = [p for p in data.points if p["x"] == x]
-        n = max(p["steps"] for p in at) or 1
+    data.theory = _theory_curves(data.points, eps, factor)
+    data.gaps = _gaps(data.points, suite)
+    data.gap_label = (
+        "GMC / TIC mean ||grad J||^2" if suite == "toy" else "GMC - TIC final Pass@1 (pp)"
+    )
+    data.checks = _checks(data, factor)
+    return data
+
+
+def _theory_curves(
+    points: Sequence[dict[str, Any]], eps: float, factor: float
+) -> list[dict[str, Any]]:
+    """Per measured `x = tau4^(1/4)`: the tuned delay terms `(K tau4 / N^4)^(1/5)` of GMC and
+    TIC (`N`: the longest run there) and their ratio `factor`."""
+    from theory.constants import gmc_penalty, tic_penalty
+
+    out = []
+    for x in sorted({p["x"] for p in points if p["x"] is not None}):
+        n = max(p["steps"] for p in points if p["x"] == x) or 1
         tau4 = x**4
-        data.theory.append(
+        out.append(
             {
                 "x": x,
                 "tau4": tau4,
@@ -310,21 +321,23 @@ def bounds_data(
                 "factor": factor,
             }
         )
-    # GMC and TIC runs of one setting (schedule, delay; model for LLM runs) form a pair; the pair
-    # sits at GMC's tau4^(1/4) (under length-coupled delays the two realise different lags).
+    return out
+
+
+def _gaps(points: Sequence[dict[str, Any]], suite: str) -> list[dict[str, Any]]:
+    """GMC and TIC runs of one setting (schedule, delay; model for LLM runs) form a pair; the
+    pair sits at GMC's tau4^(1/4) (under length-coupled delays the two realise different lags)."""
+    gmc, tic = PAIRED_METHODS
     pairs: dict[tuple[Any, ...], dict[str, dict[str, Any]]] = {}
-    for point in data.points:
-        if point["method"] in ("gmc", "tic") and point["x"] is not None:
+    for point in points:
+        if point["method"] in PAIRED_METHODS and point["x"] is not None:
             pairs.setdefault(point["pair"], {})[point["method"]] = point
-    for pair in pairs.values():
-        if "gmc" in pair and "tic" in pair:
-            data.gaps.append({"x": pair["gmc"]["x"], **_gap(pair["gmc"], pair["tic"], suite)})
-    data.gaps.sort(key=lambda g: g["x"])
-    data.gap_label = (
-        "GMC / TIC mean ||grad J||^2" if suite == "toy" else "GMC - TIC final Pass@1 (pp)"
-    )
-    data.checks = _checks(data, factor)
-    return data
+    gaps = [
+        {"x": pair[gmc]["x"], **_gap(pair[gmc], pair[tic], suite)}
+        for pair in pairs.values()
+        if gmc in pair and tic in pair
+    ]
+    return sorted(gaps, key=lambda g: g["x"])
 
 
 def _per_seed_convergence(run: Run) -> dict[Any, float]:
@@ -376,27 +389,45 @@ def _verdict(ok: int, total: int) -> str:
 
 
 def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
-    checks = []
+    """Each check of the caption, with its verdict and the numbers behind it."""
+    return [
+        _bound_check(data),
+        *_growth_checks(data),
+        _gap_check(data, factor),
+        _entropy_check(data),
+    ]
+
+
+def _bound_check(data: BoundsData) -> dict[str, str]:
+    """Removed mass below its KL bound, on every seed of every method whose spec claims one."""
     bounded = [
         p
         for point in data.points
         for p in point.get("per_seed", [point])
         if p["bound"] is not None and p["removed_mass"] is not None
     ]
-    ok = sum(p["removed_mass"] <= p["bound"] * (1 + 1e-9) for p in bounded)
+    ok = sum(p["removed_mass"] <= p["bound"] * (1 + BOUND_RTOL) for p in bounded)
+    # the paper's two always named, so the text reads the same whichever of them ran
+    methods = sorted({*PAIRED_METHODS, *(str(p["method"]) for p in bounded)})
     estimate = "" if data.suite == "toy" else ", KL is a sample estimate"
-    checks.append(
-        {
-            "claim": "removed mass <= KL / denominator (step 2 of §4.2)",
-            "claim_markdown": r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2)",
-            "verdict": _verdict(ok, len(bounded)),
-            "detail": f"{ok} of {len(bounded)} GMC/TIC runs (each seed){estimate}",
-        }
-    )
+    return {
+        "claim": "removed mass <= KL / denominator (step 2 of §4.2)",
+        "claim_markdown": r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2)",
+        "verdict": _verdict(ok, len(bounded)),
+        "detail": f"{ok} of {len(bounded)} {'/'.join(m.upper() for m in methods)} runs "
+        f"(each seed){estimate}",
+    }
+
+
+def _growth_checks(data: BoundsData) -> list[dict[str, str]]:
+    """Removed mass and capped fraction grow with the delay, per bounded method and schedule
+    (consecutive delays)."""
+    checks = []
+    curves = {(p["method"], p["schedule"]) for p in data.points}
     for key, name in (("removed_mass", "removed mass"), ("capped_frac", "capped fraction")):
         pairs = []
-        for method, schedule in {(p["method"], p["schedule"]) for p in data.points}:
-            if method not in ("gmc", "tic"):
+        for method, schedule in curves:
+            if removed_mass_kind(method) is None:
                 continue
             pts = [
                 p
@@ -417,8 +448,14 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
                 "detail": f"{ok} of {len(pairs)} consecutive delays",
             }
         )
+    return checks
+
+
+def _gap_check(data: BoundsData, factor: float) -> dict[str, str]:
+    """GMC converges no worse than TIC at every delay > 0: paired over seeds where there are
+    seeds (toy runs: the log-ratio of the convergence metric), else the direction only."""
     positive = [g for g in data.gaps if g["gap"] is not None and g["x"] > 0]
-    gmc_claim = {
+    claim = {
         "claim": "GMC converges no worse than TIC under delay (theory: GMC's delay term is "
         f"{factor:.3f} x TIC's, (c_eps/log(1+2eps))^(2/5); only the direction is checked)",
         "claim_markdown": "GMC converges no worse than TIC under delay (theory: GMC's "
@@ -426,8 +463,7 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
         r"$\left(c_\epsilon/\log(1+2\epsilon)\right)^{2/5}$; only the direction is checked)",
     }
     values = ", ".join(f"{g['gap']:.3g}" for g in positive)
-    if data.suite == "toy":
-        # paired over seeds: the interval of the per-seed log-ratio must lie below 0
+    if data.suite == "toy":  # paired over seeds: the per-seed log-ratio's interval below 0
         tests = [g.get("log_ratio") for g in positive]
         ok = sum(t is not None and t["n"] >= 2 and t["hi"] < 0 for t in tests)
         against = sum(t is not None and t["n"] >= 2 and t["lo"] > 0 for t in tests)
@@ -435,43 +471,46 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
             f"{math.exp(t['lo']):.3g}-{math.exp(t['hi']):.3g}" if t and t["n"] >= 2 else "1 seed"
             for t in tests
         )
+        verdict = _paired_verdict(ok, against, len(positive))
         detail = (
             f"GMC/TIC < 1 significantly (paired 95% interval over seeds) at {ok} of "
             f"{len(positive)} delays ({values}; intervals {intervals})"
         )
-        checks.append(
-            {
-                **gmc_claim,
-                "verdict": UNMEASURABLE
-                if not positive
-                else AGREES
-                if ok == len(positive)
-                else DISAGREES
-                if against
-                else NOT_SIGNIFICANT,
-                "detail": detail,
-            }
+        return {**claim, "verdict": verdict, "detail": detail}
+    paired = [g.get("paired") for g in positive]
+    if positive and all(t is not None for t in paired):
+        # seeds: GMC >= TIC holds where the paired interval lies above 0, fails where below
+        ok = sum(t["lo"] > 0 for t in paired)
+        against = sum(t["hi"] < 0 for t in paired)
+        intervals = ", ".join(
+            f"{t['mean']:+.3g} [{t['lo']:+.3g}, {t['hi']:+.3g}] pp over {t['n']} seeds"
+            for t in paired
         )
-    else:
-        paired = [g.get("paired") for g in positive]
-        if positive and all(t is not None for t in paired):
-            # seeds: GMC >= TIC holds where the paired interval lies above 0, fails where below
-            ok = sum(t["lo"] > 0 for t in paired)
-            against = sum(t["hi"] < 0 for t in paired)
-            intervals = ", ".join(
-                f"{t['mean']:+.3g} [{t['lo']:+.3g}, {t['hi']:+.3g}] pp over {t['n']} seeds"
-                for t in paired
-            )
-            verdict = AGREES if ok == len(positive) else DISAGREES if against else NOT_SIGNIFICANT
-            detail = (
-                f"GMC - TIC > 0 significantly (paired 95% interval over seeds) at {ok} of "
-                f"{len(positive)} delays ({intervals})"
-            )
-        else:  # single runs: the direction only
-            ok = sum(g["gap"] >= 0.0 for g in positive)
-            verdict = _verdict(ok, len(positive))
-            detail = f"GMC >= TIC at {ok} of {len(positive)} delays > 0 ({values} pp; one seed)"
-        checks.append({**gmc_claim, "verdict": verdict, "detail": detail})
+        verdict = _paired_verdict(ok, against, len(positive))
+        detail = (
+            f"GMC - TIC > 0 significantly (paired 95% interval over seeds) at {ok} of "
+            f"{len(positive)} delays ({intervals})"
+        )
+    else:  # single runs: the direction only
+        ok = sum(g["gap"] >= 0.0 for g in positive)
+        verdict = _verdict(ok, len(positive))
+        detail = f"GMC >= TIC at {ok} of {len(positive)} delays > 0 ({values} pp; one seed)"
+    return {**claim, "verdict": verdict, "detail": detail}
+
+
+def _paired_verdict(ok: int, against: int, total: int) -> str:
+    """Paired comparisons: agrees when every one is significant in the claimed direction, does
+    not agree when one is significant against it, not significant otherwise."""
+    if total == 0:
+        return UNMEASURABLE
+    if ok == total:
+        return AGREES
+    return DISAGREES if against else NOT_SIGNIFICANT
+
+
+def _entropy_check(data: BoundsData) -> dict[str, str]:
+    """GMC's entropy stabilises no later than TIC's, per setting with a delay > 0."""
+    gmc, tic = PAIRED_METHODS
     earlier = []
     for pair in sorted({p["pair"] for p in data.points}, key=str):
         steps = {
@@ -479,129 +518,41 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
             for p in data.points
             if p["pair"] == pair and p["x"] is not None and p["x"] > 0
         }
-        if steps.get("gmc") is not None and steps.get("tic") is not None:
-            earlier.append(steps["gmc"] <= steps["tic"])
-    checks.append(
-        {
-            "claim": "GMC's entropy stabilises no later than TIC's under delay (Figure 4)",
-            "verdict": _verdict(sum(earlier), len(earlier)),
-            "detail": f"{sum(earlier)} of {len(earlier)} delays",
-        }
-    )
-    return checks
+        if steps.get(gmc) is not None and steps.get(tic) is not None:
+            earlier.append(steps[gmc] <= steps[tic])
+    return {
+        "claim": "GMC's entropy stabilises no later than TIC's under delay (Figure 4)",
+        "verdict": _verdict(sum(earlier), len(earlier)),
+        "detail": f"{sum(earlier)} of {len(earlier)} delays",
+    }
+
+
+#: the panels' titles; the KL's says whether it is exact (toy) or a sample estimate (LLM)
+PANEL_TITLES = (
+    "removed mass (solid) vs bound (dashed)",
+    "capped fraction",
+    "KL(pi || mu), 95% interval",
+    "entropy stabilisation step",
+)
 
 
 def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
     """Six panels: removed mass with its bound, capped fraction, KL with interval, entropy
-    stabilisation step, the GMC-TIC gap with the theory's delay terms, and the checks."""
+    stabilisation step, the GMC-TIC gap with the theory's delay terms, and the checks.
+
+    `ax`: six axes (or None for a new 2 x 3 grid). Returns the figure."""
     fig, axes = panel_axes(6, ax, width=3.6, height=3.0) if ax is not None else _grid()
-    xlabel = "tau4^(1/4)  (= D for a fixed delay)"
-    curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
-    several = len({schedule for _, schedule in curves}) > 1
-    for method, schedule in curves:
-        pts = [
-            p
-            for p in data.points
-            if (p["method"], p["schedule"]) == (method, schedule) and p["x"] is not None
-        ]
-        color = method_color(method)
-        label = method_label(method) + (f" ({schedule})" if several else "")
-        marker = "^" if schedule == "length_coupled" else "o"
-        xs = [p["x"] for p in pts]
-
-        def draw(axis, key: str, pts=pts, xs=xs, color=color, label=label, marker=marker) -> None:
-            ys = [p[key] for p in pts]
-            keep = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
-            if keep:
-                axis.plot(*zip(*keep, strict=True), marker=marker, color=color, label=label)
-            else:  # keep the method in the shared legend
-                axis.plot([], [], marker=marker, color=color, label=label)
-            # the 95% interval over seeds, for points that are a mean of seeds
-            bars = [p for p in pts if p.get(f"{key}_lo") is not None and p[key] is not None]
-            if bars:
-                axis.errorbar(
-                    [p["x"] for p in bars],
-                    [p[key] for p in bars],
-                    yerr=[
-                        [p[key] - p[f"{key}_lo"] for p in bars],
-                        [p[f"{key}_hi"] - p[key] for p in bars],
-                    ],
-                    fmt="none",
-                    color=color,
-                    capsize=3,
-                )
-
-        draw(axes[0], "removed_mass")
-        bounds = [(p["x"], p["bound"]) for p in pts if p["bound"] is not None]
-        if bounds:
-            axes[0].plot(*zip(*bounds, strict=True), ls="--", color=color, label="_bound")
-        draw(axes[1], "capped_frac")
-        kl = [p for p in pts if p["kl"] is not None]
-        if kl:
-            lo = [p["kl"] - p["kl_lo"] if p["kl_lo"] is not None else 0.0 for p in kl]
-            hi = [p["kl_hi"] - p["kl"] if p["kl_hi"] is not None else 0.0 for p in kl]
-            axes[2].errorbar(
-                [p["x"] for p in kl],
-                [p["kl"] for p in kl],
-                yerr=[lo, hi],
-                marker=marker,
-                color=color,
-                capsize=3,
-            )
-        draw(axes[3], "entropy_step")
-    if data.gaps:
-        gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
-        if gaps:
-            axes[4].plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
-        if data.suite == "toy":
-            axes[4].axhline(
-                data.theory[0]["factor"] if data.theory else 1.0,
-                color="0.4",
-                ls=":",
-                label="theory factor",
-            )
-        else:
-            axes[4].axhline(0.0, color="0.6", lw=0.8)
-    if data.theory:
-        twin = axes[4].twinx()
-        xs = [t["x"] for t in data.theory]
-        twin.plot(
-            xs,
-            [t["delay_term_tic"] for t in data.theory],
-            ls="--",
-            color=method_color("tic"),
-            label="TIC delay term",
-        )
-        twin.plot(
-            xs,
-            [t["delay_term_gmc"] for t in data.theory],
-            ls="--",
-            color=method_color("gmc"),
-            label="GMC delay term",
-        )
-        twin.set_ylabel("theory: (K tau4 / N^4)^(1/5)", fontsize=7)
-        twin.legend(fontsize=6, loc="lower right")
-    titles = [
-        "removed mass (solid) vs bound (dashed)",
-        "capped fraction",
-        "KL(pi || mu), 95% interval" + (" (exact)" if data.suite == "toy" else " (estimate)"),
-        "entropy stabilisation step",
-        data.gap_label,
-    ]
+    _draw_method_panels(axes[:4], data)
+    _draw_gap_panel(axes[4], data)
+    kl_title = PANEL_TITLES[2] + (" (exact)" if data.suite == "toy" else " (estimate)")
+    titles = [*PANEL_TITLES[:2], kl_title, PANEL_TITLES[3], data.gap_label]
     for axis, title in zip(axes[:5], titles, strict=True):
         axis.set_title(title, fontsize=8)
-        axis.set_xlabel(xlabel, fontsize=7)
+        axis.set_xlabel("tau4^(1/4)  (= D for a fixed delay)", fontsize=7)
         axis.grid(alpha=0.3)
     if axes[4].get_legend_handles_labels()[0]:
         axes[4].legend(fontsize=6, loc="upper right")
-    handles, labels = axes[3].get_legend_handles_labels()
-    if handles:  # one legend for the method panels, in the text panel
-        axes[5].legend(handles, labels, loc="upper left", fontsize=6, ncol=2, frameon=False)
-    axes[5].axis("off")
-    text = "\n".join(f"- {c['claim']}: {c['verdict']}\n  ({c['detail']})" for c in data.checks)
-    axes[5].text(
-        0.0, 0.55, text or "no runs", va="top", fontsize=6, wrap=True, transform=axes[5].transAxes
-    )
+    _draw_checks_panel(axes[5], axes[3], data)
     if not data.points:
         axes[0].text(
             0.5,
@@ -616,8 +567,124 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
     return fig
 
 
+def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
+    """Per method and schedule: removed mass (with its bound, dashed), capped fraction, KL with
+    its interval and the entropy stabilisation step against `tau4^(1/4)`."""
+    curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
+    several = len({schedule for _, schedule in curves}) > 1
+    for method, schedule in curves:
+        pts = [
+            p
+            for p in data.points
+            if (p["method"], p["schedule"]) == (method, schedule) and p["x"] is not None
+        ]
+        style = {
+            "color": method_color(method),
+            "label": method_label(method) + (f" ({schedule})" if several else ""),
+            "marker": "^" if schedule == "length_coupled" else "o",
+        }
+        _draw_points(axes[0], pts, "removed_mass", style)
+        bounds = [(p["x"], p["bound"]) for p in pts if p["bound"] is not None]
+        if bounds:
+            axes[0].plot(*zip(*bounds, strict=True), ls="--", color=style["color"], label="_bound")
+        _draw_points(axes[1], pts, "capped_frac", style)
+        kl = [p for p in pts if p["kl"] is not None]
+        if kl:
+            lo = [p["kl"] - p["kl_lo"] if p["kl_lo"] is not None else 0.0 for p in kl]
+            hi = [p["kl_hi"] - p["kl"] if p["kl_hi"] is not None else 0.0 for p in kl]
+            axes[2].errorbar(
+                [p["x"] for p in kl],
+                [p["kl"] for p in kl],
+                yerr=[lo, hi],
+                marker=style["marker"],
+                color=style["color"],
+                capsize=3,
+            )
+        _draw_points(axes[3], pts, "entropy_step", style)
+
+
+def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict[str, Any]) -> None:
+    """One method's `key` against `x`, with the 95% interval over seeds as error bars."""
+    keep = [(p["x"], p[key]) for p in pts if p[key] is not None]
+    if keep:
+        axis.plot(*zip(*keep, strict=True), **style)
+    else:  # keep the method in the shared legend
+        axis.plot([], [], **style)
+    bars = [p for p in pts if p.get(f"{key}_lo") is not None and p[key] is not None]
+    if bars:
+        axis.errorbar(
+            [p["x"] for p in bars],
+            [p[key] for p in bars],
+            yerr=[
+                [p[key] - p[f"{key}_lo"] for p in bars],
+                [p[f"{key}_hi"] - p[key] for p in bars],
+            ],
+            fmt="none",
+            color=style["color"],
+            capsize=3,
+        )
+
+
+def _draw_gap_panel(axis: Any, data: BoundsData) -> None:
+    """The measured GMC-TIC gap per delay and, on a twin axis, the theory's delay terms."""
+    if data.gaps:
+        gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
+        if gaps:
+            axis.plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
+        if data.suite == "toy":
+            axis.axhline(
+                data.theory[0]["factor"] if data.theory else 1.0,
+                color="0.4",
+                ls=":",
+                label="theory factor",
+            )
+        else:
+            axis.axhline(0.0, color="0.6", lw=0.8)
+    if not data.theory:
+        return
+    twin = axis.twinx()
+    xs = [t["x"] for t in data.theory]
+    for method in ("tic", "gmc"):
+        twin.plot(
+            xs,
+            [t[f"delay_term_{method}"] for t in data.theory],
+            ls="--",
+            color=method_color(method),
+            label=f"{method.upper()} delay term",
+        )
+    twin.set_ylabel("theory: (K tau4 / N^4)^(1/5)", fontsize=7)
+    twin.legend(fontsize=6, loc="lower right")
+
+
+def _draw_checks_panel(axis: Any, legend_from: Any, data: BoundsData) -> None:
+    """The methods' shared legend (from `legend_from`) and the checks with their verdicts."""
+    handles, labels = legend_from.get_legend_handles_labels()
+    if handles:  # one legend for the method panels, in the text panel
+        axis.legend(handles, labels, loc="upper left", fontsize=6, ncol=2, frameon=False)
+    axis.axis("off")
+    text = "\n".join(f"- {c['claim']}: {c['verdict']}\n  ({c['detail']})" for c in data.checks)
+    axis.text(
+        0.0, 0.55, text or "no runs", va="top", fontsize=6, wrap=True, transform=axis.transAxes
+    )
+
+
 def _grid():
     from figures.common import pyplot
 
     fig, grid = pyplot().subplots(2, 3, figsize=(11.0, 6.4))
     return fig, list(grid.ravel())
+
+
+def fixed_delay_data(runs: Sequence[Run]) -> BoundsData:
+    """`bounds_data` of the fixed-delay suite (the registry's `bounds_fixed_delay`)."""
+    return bounds_data(runs, "fixed_delay")
+
+
+def length_coupled_data(runs: Sequence[Run]) -> BoundsData:
+    """`bounds_data` of the simulated (length-coupled) suite (`bounds_length_coupled`)."""
+    return bounds_data(runs, "length_coupled")
+
+
+def toy_data(runs: Sequence[Run]) -> BoundsData:
+    """`bounds_data` of the toy training runs (`bounds_toy`)."""
+    return bounds_data(runs, "toy")

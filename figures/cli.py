@@ -1,9 +1,9 @@
 """`gmc-grpo figures`: every figure and table that the given run directories allow.
 
-Discovers the runs below the given paths (`figures.discover`), builds each paper figure and table
-(`figures.llm`), the runs-vs-theory figure of every suite (`figures.bounds_vs_runs`) and the
-figures of every toy sweep (`figures.toy_bias`), writes them (PNG and PDF; tables as Markdown and
-LaTeX) and an `INDEX.md` that lists what was made, what was not and why. A run whose records
+Discovers the runs below the given paths (`figures.discover`), builds every item of the registry
+(`figures.registry`: each paper figure and table, the runs-vs-theory figure of every suite and the
+figures of every toy sweep), writes them (PNG and PDF; tables as Markdown and LaTeX,
+`figures.tables`) and an `INDEX.md` that lists what was made, what was not and why. A run whose records
 cannot be read is skipped and listed (file, line, reason) in the output and in `INDEX.md`; the
 other runs are drawn. Matplotlib and the figure modules are imported only when a command runs, so
 `--help` is fast.
@@ -13,62 +13,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from figures.registry import Entry, entries, get_entry, item_names
 from gmc_grpo.errors import run_reported
 
 # figure formats matplotlib writes without extra packages (`--formats`)
 FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
-
-# name -> (what it shows, what it needs)
-ITEMS: dict[str, tuple[str, str]] = {
-    "figure2": (
-        "sampled Pass@1 vs step per fixed delay in the records (paper: D = 0/64/128), "
-        "GRPO/TIC/GMC; seeds as a mean with a 95% band",
-        "fixed-delay LLM training runs (G = 8) with sampled evaluations",
-    ),
-    "figure4": (
-        "current-policy token entropy vs step per fixed delay in the records",
-        "fixed-delay LLM training runs (G = 8) logging policy/entropy",
-    ),
-    "figure5": (
-        "training reward, GMC vs TIC, D = 128, G = 4/8/32",
-        "fixed-delay D = 128 LLM training runs of GMC and TIC",
-    ),
-    "figure6": (
-        "training reward, A-3PO vs GMC, simulated asynchrony",
-        "length-coupled LLM training runs of A-3PO and GMC",
-    ),
-    "table1": (
-        "six benchmarks greedy / avg@n, macro average, mean lag",
-        "length-coupled LLM training runs with evaluations on the six benchmarks",
-    ),
-    "table3": (
-        "greedy and pass@k per fixed delay in the records (seeds: mean ± 95% half-width)",
-        "fixed-delay LLM training runs (G = 8) with MATH500 evaluations",
-    ),
-    "table4": (
-        "MATH500 at checkpoints per group size, D = 128",
-        "fixed-delay D = 128 GMC/TIC runs with MATH500 evaluations",
-    ),
-    "table5": (
-        "A-3PO vs GMC on the six benchmarks",
-        "length-coupled A-3PO/GMC runs with evaluations on the six benchmarks",
-    ),
-    "bounds_fixed_delay": (
-        "runs vs theory, fixed-delay suite",
-        "fixed-delay LLM training runs",
-    ),
-    "bounds_length_coupled": (
-        "runs vs theory, simulated suite",
-        "length-coupled LLM training runs",
-    ),
-    "bounds_toy": ("runs vs theory, toy MDP training", "toy training runs (`gmc-grpo toy train`)"),
-    "toy_sweeps": ("bias / second moment / removed mass of each toy sweep", "toy sweep runs"),
-}
 
 EPILOG = """examples:
   gmc-grpo figures runs/                       # everything below runs/, into figures_out/
@@ -76,7 +30,7 @@ EPILOG = """examples:
   gmc-grpo figures runs/ --step 800           # tables at checkpoint 800 (default: last evaluated)
   gmc-grpo figures runs/ --list               # only say what was found
 
-items: """ + ", ".join(ITEMS)
+items: """ + ", ".join(item_names())
 
 
 @dataclass
@@ -105,7 +59,8 @@ class FiguresResult:
         if not self.written:
             lines.append("(nothing)")
         for name, paths in self.written.items():
-            lines.append(f"### {name}: {ITEMS.get(name, (name, ''))[0]}")
+            entry = get_entry(name)
+            lines.append(f"### {name}: {entry.shows if entry else name}")
             lines.append("")
             for path in paths:
                 rel = path.relative_to(self.out)
@@ -125,28 +80,6 @@ class FiguresResult:
         return "\n".join(lines) + "\n"
 
 
-def _figure_builders() -> dict[str, Callable[..., Any]]:
-    from figures import llm
-
-    return {
-        "figure2": llm.figure2_data,
-        "figure4": llm.figure4_data,
-        "figure5": llm.figure5_data,
-        "figure6": llm.figure6_data,
-    }
-
-
-def _table_builders() -> dict[str, Callable[..., Any]]:
-    from figures import llm
-
-    return {
-        "table1": llm.table1_data,
-        "table3": llm.table3_data,
-        "table4": llm.table4_data,
-        "table5": llm.table5_data,
-    }
-
-
 def write_all(
     paths: Sequence[str | Path],
     out: str | Path,
@@ -159,11 +92,12 @@ def write_all(
     root: str | Path | None = None,
 ) -> FiguresResult:
     """Discover the runs below `paths` (minus those under `exclude`) and write every item of
-    `only` (default: all) into `out`; items without data are skipped (or drawn with the paper's
-    reference only when `include_empty`). Paths in the index are relative to `root` (default:
-    the working directory)."""
+    `only` (default: all; `figures.registry`) into `out`; items without data are skipped (or
+    drawn with the paper's reference only when `include_empty`). Paths in the index are relative
+    to `root` (default: the working directory)."""
     from figures.common import save_figure
     from figures.discover import DamagedRun, discover, inventory_markdown
+    from figures.tables import render_markdown
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -181,71 +115,59 @@ def write_all(
         inventory=inventory_markdown(runs, root=base),
         damaged=[d.describe(base) for d in damaged],
     )
-    wanted = list(only) if only else list(ITEMS)
+    names = item_names()
+    wanted = list(only) if only else names
     for name in wanted:
-        if name not in ITEMS:
-            raise ValueError(f"unknown item {name!r}; choose from {', '.join(ITEMS)}")
-
-    figure_builders = _figure_builders()
-    for name, build in figure_builders.items():
+        if name not in names:
+            raise ValueError(f"unknown item {name!r}; choose from {', '.join(names)}")
+    for entry in entries("runs"):
+        name = entry.name
         if name not in wanted:
             continue
-        data = build(runs)
-        result.notes[name] = data.notes
-        if not data.has_data and not include_empty:
-            missing = sorted({m for p in data.panels for m in p.missing})
-            result.skipped[name] = f"needs {ITEMS[name][1]}; missing: {', '.join(missing)}"
+        if entry.output == "sweep figures":
+            _write_sweeps(entry, runs, result, formats)
             continue
-        from figures.common import plot_panels
-
-        result.written[name] = save_figure(plot_panels(data), out / name, formats)
-        result.captions[name] = data.caption
-
-    for name, build in _table_builders().items():
-        if name not in wanted:
-            continue
-        kwargs = {"step": step} if name != "table4" else {}
-        table = build(runs, **kwargs)
-        result.notes[name] = table.notes
-        if not table.has_data and not include_empty:
-            result.skipped[name] = f"needs {ITEMS[name][1]}; no matching run was found"
-            continue
-        md, tex = out / f"{name}.md", out / f"{name}.tex"
-        md.write_text(table.markdown(), encoding="utf-8")
-        tex.write_text(table.latex(), encoding="utf-8")
-        result.written[name] = [md, tex]
-        result.tables[name] = table.markdown()
-
-    for suite in ("fixed_delay", "length_coupled", "toy"):
-        name = f"bounds_{suite}"
-        if name not in wanted:
-            continue
-        from figures.bounds_vs_runs import bounds_data, plot_bounds_vs_runs
-
-        data = bounds_data(runs, suite)
-        if not data.has_data and not include_empty:
-            result.skipped[name] = f"needs {ITEMS[name][1]}; none was found"
-            continue
-        result.written[name] = save_figure(plot_bounds_vs_runs(data), out / name, formats)
-        result.captions[name] = data.caption
-
-    if "toy_sweeps" in wanted:
-        sweeps = [r for r in runs if r.kind == "toy_sweep"]
-        if not sweeps:
-            result.skipped["toy_sweeps"] = f"needs {ITEMS['toy_sweeps'][1]}; none was found"
-        for run in sweeps:
-            from figures.toy_bias import load_results, write_toy_figures
-
-            rows = load_results(run.path)
-            if not rows:
-                result.skipped[f"toy_sweep {run.name}"] = "its metrics.jsonl has no rows"
-                continue
-            slopes = (run.record.summary or {}).get("group_size_slopes")
-            paths_ = write_toy_figures(rows, out / "toy_sweeps" / run.name, slopes=slopes)
-            result.written[f"toy_sweep {run.name}"] = [p for p in paths_ if p.suffix[1:] in formats]
-
+        numbers = entry.numbers(runs, **({"step": step} if entry.takes_step else {}))
+        result.notes[name] = numbers.notes
+        if not numbers.has_data and not include_empty:
+            result.skipped[name] = f"needs {entry.needs}; {numbers.why_empty}"
+        elif entry.output == "table":
+            result.written[name] = _write_table(numbers, out / name)
+            result.tables[name] = render_markdown(numbers)
+        else:
+            result.written[name] = save_figure(entry.figure(numbers), out / name, formats)
+            result.captions[name] = numbers.caption
     (out / "INDEX.md").write_text("# gmc-grpo figures\n\n" + result.markdown(), encoding="utf-8")
     return result
+
+
+def _write_table(table: Any, stem: Path) -> list[Path]:
+    """`stem.md` and `stem.tex` of a table; returns their paths."""
+    from figures.tables import render_latex, render_markdown
+
+    md, tex = stem.with_suffix(".md"), stem.with_suffix(".tex")
+    md.write_text(render_markdown(table), encoding="utf-8")
+    tex.write_text(render_latex(table), encoding="utf-8")
+    return [md, tex]
+
+
+def _write_sweeps(
+    entry: Entry, runs: Sequence[Any], result: FiguresResult, formats: Sequence[str]
+) -> None:
+    """The `"sweep"` entries of the registry for every toy sweep found, into
+    `out/<item>/<sweep>/`; each sweep is listed as `toy_sweep <name>`."""
+    from figures.writers import write_sweep_figures
+
+    sweeps = entry.numbers(runs)
+    if not sweeps:
+        result.skipped[entry.name] = f"needs {entry.needs}; none was found"
+    for sweep in sweeps:
+        label = f"toy_sweep {sweep.name}"
+        if not sweep.rows:
+            result.skipped[label] = "its metrics.jsonl has no rows"
+            continue
+        out = result.out / entry.name / sweep.name
+        result.written[label] = write_sweep_figures(sweep, out, formats)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -284,9 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.only:
-        unknown = sorted(set(args.only) - set(ITEMS))
+        unknown = sorted(set(args.only) - set(item_names()))
         if unknown:
-            raise ValueError(f"--only: unknown item(s) {unknown}; choose from {list(ITEMS)}")
+            raise ValueError(f"--only: unknown item(s) {unknown}; choose from {item_names()}")
     formats = [f.strip() for f in args.formats.split(",") if f.strip()]
     bad = sorted(set(formats) - set(FORMATS))
     if not formats or bad:

@@ -1,8 +1,8 @@
-"""Shared pieces of the figure modules: data containers, record look-ups, tables, saving.
+"""Shared pieces of the figure modules: data containers, record look-ups, drawing, saving.
 
 Data and drawing are kept apart: the `*_data` functions of `figures.llm` and
-`figures.bounds_vs_runs` return a `FigureData` or a `Table`; `plot_panels` draws a `FigureData`;
-`Table.markdown()` / `Table.latex()` render a table.
+`figures.bounds_vs_runs` return a `FigureData` (or a `BoundsData`); `plot_panels` draws a
+`FigureData`. Tables (`figures.tables`) are numbers too, rendered by `figures.tables`.
 """
 
 from __future__ import annotations
@@ -18,9 +18,6 @@ from typing import Any
 
 from figures.discover import Run
 from figures.style import method_color, method_label, method_rank, use_agg
-
-MISSING = "missing"
-
 
 # ------------------------------------------------------------------------------------------
 # Containers
@@ -85,6 +82,13 @@ class FigureData:
     def has_data(self) -> bool:
         return any(p.series for p in self.panels)
 
+    @property
+    def why_empty(self) -> str:
+        """What `gmc-grpo figures` says when no panel has a curve: the missing runs (or that no
+        run matched at all, when there is no panel)."""
+        missing = sorted({m for p in self.panels for m in p.missing})
+        return "missing: " + ", ".join(missing) if missing else "no matching run was found"
+
     def series(self, key: Any, method: str) -> Series | None:
         """The curve of `method` in the panel keyed `key` (None when missing)."""
         for panel in self.panels:
@@ -93,68 +97,6 @@ class FigureData:
                     if s.method == method:
                         return s
         return None
-
-
-@dataclass
-class Table:
-    """A table: formatted `rows` under `columns`, and the raw values in `data` (one dict per row,
-    keyed by `keys`). `title` is the caption; `notes` follow the table."""
-
-    name: str
-    title: str
-    keys: list[str]
-    columns: list[str]
-    rows: list[list[str]]
-    data: list[dict[str, Any]]
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def has_data(self) -> bool:
-        return any(d.get("source") == "ours" and d.get("found") for d in self.data)
-
-    def markdown(self) -> str:
-        lines = [f"**{self.title}**", ""]
-        lines.append("| " + " | ".join(self.columns) + " |")
-        lines.append("| " + " | ".join("---" for _ in self.columns) + " |")
-        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
-        if self.notes:
-            lines.append("")
-            lines += [f"- {note}" for note in self.notes]
-        return "\n".join(lines) + "\n"
-
-    def latex(self) -> str:
-        spec = "l" * len(self.columns)
-        lines = [
-            "\\begin{table}[t]",
-            "\\centering",
-            f"\\caption{{{latex_escape(self.title)}}}",
-            f"\\begin{{tabular}}{{{spec}}}",
-            "\\hline",
-            " & ".join(latex_escape(c) for c in self.columns) + " \\\\",
-            "\\hline",
-        ]
-        lines += [" & ".join(latex_escape(c) for c in row) + " \\\\" for row in self.rows]
-        lines += ["\\hline", "\\end{tabular}", "\\end{table}"]
-        return "\n".join(lines) + "\n"
-
-
-def latex_escape(text: str) -> str:
-    """Escape LaTeX's special characters in a cell (one pass, so escapes are not re-escaped)."""
-    table = {
-        "\\": "\\textbackslash{}",
-        "&": "\\&",
-        "%": "\\%",
-        "$": "\\$",
-        "#": "\\#",
-        "_": "\\_",
-        "{": "\\{",
-        "}": "\\}",
-        "~": "\\textasciitilde{}",
-        "^": "\\textasciicircum{}",
-        "Δ": "$\\Delta$",
-        "±": "$\\pm$",
-    }
-    return "".join(table.get(char, char) for char in str(text))
 
 
 # ------------------------------------------------------------------------------------------
@@ -320,16 +262,6 @@ def seed_mean_series(
     )
 
 
-def fmt(value: float | None, digits: int = 2) -> str:
-    return MISSING if value is None else f"{value:.{digits}f}"
-
-
-def fmt_pair(pair: tuple[float | None, float | None] | None) -> str:
-    if pair is None or (pair[0] is None and pair[1] is None):
-        return MISSING
-    return f"{fmt(pair[0])} / {fmt(pair[1])}"
-
-
 # ------------------------------------------------------------------------------------------
 # Drawing
 # ------------------------------------------------------------------------------------------
@@ -430,14 +362,18 @@ def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
     return fig
 
 
+PNG_DPI = 150
+"""resolution of the PNG figures (sharp in a report at full width; the PDF is vector)"""
+
+
 def save_figure(fig: Any, stem: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
-    """Write `stem.<format>` for each format (PNG at 150 dpi); close the figure; return paths."""
+    """Write `stem.<format>` for each format (PNG at `PNG_DPI`); close the figure; return paths."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in formats:
         path = stem.with_suffix(f".{ext}")
-        fig.savefig(path, dpi=150 if ext == "png" else None)
+        fig.savefig(path, dpi=PNG_DPI if ext == "png" else None)
         paths.append(path)
     pyplot().close(fig)
     return paths

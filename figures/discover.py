@@ -22,6 +22,7 @@ reason); the other runs are read as usual.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -69,6 +70,9 @@ class Run:
     evals: list[dict[str, Any]] = field(default_factory=list)
     eval_runs: list[Path] = field(default_factory=list)
     train_run: Path | None = None
+    experiment: str | None = None
+    """toy training runs: the `kind` of the experiment whose folder holds the run (its parent's
+    `experiment.json`), None outside an experiment"""
 
     @property
     def path(self) -> Path:
@@ -263,14 +267,38 @@ def _split_toy(record: RunRecord, cfg: dict[str, Any], base: dict[str, Any]) -> 
         groups.setdefault(key, []).append(row)
     if not groups:
         groups[(cfg.get("method"), cfg.get("delay"))] = []
+    experiment = experiment_kind(record.path)
     runs = []
     for (method, delay), rows in sorted(
         groups.items(), key=lambda kv: (str(kv[0][0]), str(kv[0][1]))
     ):
         fields_ = dict(base, delay=_int(delay))
         rows = seed_mean_rows(rows)
-        runs.append(Run(record=record, kind="toy_train", method=method, metrics=rows, **fields_))
+        runs.append(
+            Run(
+                record=record,
+                kind="toy_train",
+                method=method,
+                metrics=rows,
+                experiment=experiment,
+                **fields_,
+            )
+        )
     return runs
+
+
+def experiment_kind(run_dir: Path) -> str | None:
+    """The `kind` of the toy experiment whose folder holds `run_dir` (`experiment.json` beside
+    it, as `ExperimentConfig.to_dict()` writes it), or None for a run outside any experiment."""
+    path = run_dir.parent / "experiment.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    return str(kind) if kind is not None else None
 
 
 def seed_mean_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

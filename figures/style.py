@@ -7,7 +7,7 @@ figure of the toy and LLM tracks. Labels and the drawing order come from the met
 
 from __future__ import annotations
 
-from gmc_grpo.methods import get_method, method_names
+from gmc_grpo.methods import MethodSpec, get_method, method_names
 
 # Colours of the paper's methods; a method registered by a user gets the palette's sky blue.
 METHOD_COLORS: dict[str, str] = {
@@ -27,12 +27,28 @@ def method_color(method: str) -> str:
     return METHOD_COLORS.get(method, OTHER_COLOR)
 
 
+def method_spec(method: str | None) -> MethodSpec | None:
+    """The registry's spec of `method` (None when it is not registered): what a figure asks
+    about a method (its label, its removed-mass bound, whether `eps` caps it)."""
+    if method is None:
+        return None
+    try:
+        return get_method(method)
+    except ValueError:
+        return None
+
+
 def method_label(method: str) -> str:
     """The display name of `method` (its registry label; the name itself when unknown)."""
-    try:
-        return get_method(method).label
-    except ValueError:
-        return method
+    spec = method_spec(method)
+    return method if spec is None else spec.label
+
+
+def removed_mass_kind(method: str | None) -> str | None:
+    """Which removed-mass bound of §4.2 (step 2) `method`'s spec claims: "tic" (`KL / c_eps`),
+    "gmc" (`KL / log(1+2 eps)`), or None (no bound, or not registered)."""
+    spec = method_spec(method)
+    return None if spec is None else spec.removed_mass_bound
 
 
 def method_order() -> tuple[str, ...]:

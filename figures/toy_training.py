@@ -2,14 +2,17 @@
 
 An experiment directory (written by `gmc-grpo toy train`) holds `experiment.json`,
 `results.csv` (one row per grid point), `summary.json` (the analysis) and one run directory per
-point with `metrics.jsonl` (one row per step per seed). Computation (`*_curve`, `load_*`) and
-plotting (`plot_*`, each taking `ax=None` and returning the figure) are apart.
+point with `metrics.jsonl` (one row per step per seed). It is read once (`load_experiment`, a
+`ToyExperiment`); each figure's numbers come from a `*_data` function and each plot (`plot_*`,
+taking those numbers and `ax=None`, returning the figure) draws them. The figures are entries of
+`figures.registry` (`reads="experiment"`, with the experiment kinds each draws):
 
-- `plot_training_curves`: `J(theta_n)` and `||grad J(theta_n)||^2` vs step per method, one
-  column per delay (mean over seeds with a 95% t-band).
-- `plot_metric_vs_delay`: convergence metric and final `J` vs `D` per method.
-- `plot_group_study`: GMC vs TIC over `G` (mean `J` over training and final `J`).
-- `plot_eps_star`: convergence metric vs `eps` per `(N, D)` and the fitted `eps*` law.
+- `curves` (`plot_training_curves`): `J(theta_n)` and `||grad J(theta_n)||^2` vs step per
+  method, one column per delay (mean over seeds with a 95% t-band).
+- `vs_delay` (`plot_vs_delay`): convergence metric and final `J` vs `D` per method.
+- `group_size` (`plot_group_sizes`): GMC vs TIC over `G` (mean `J` over training and final `J`).
+- `length_coupled` (`plot_length_coupled`): `J` and the realised lag vs step per method.
+- `eps_star` (`plot_eps_star`): convergence metric vs `eps` per `(N, D)` and the fitted law.
 - the worker-schedule experiments (mixed lags, delay regularity): `figures.toy_workers`.
 """
 
@@ -18,14 +21,54 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from figures.common import single_axes
-from figures.style import method_color, method_label, method_rank, use_agg
+from figures.common import panel_axes, single_axes
+from figures.style import method_color, method_label, method_rank
 from gmc_grpo.stats import t_quantile
+
+TRAINING_METRICS = (
+    ("policy/objective", "J(theta_n)", False),
+    ("policy/grad_norm_sq", "||grad J(theta_n)||^2", True),
+)
+"""the two rows of `plot_training_curves`: metric key, axis label, log scale"""
+GROUP_METHODS = ("gmc", "tic")
+"""the methods of the group-size study (the paper's Table 4 compares these two)"""
+
+
+@dataclass(frozen=True)
+class ToyExperiment:
+    """One toy training experiment's records, read once (`load_experiment`)."""
+
+    path: Path
+    experiment: dict[str, Any]
+    """`experiment.json` (`ExperimentConfig.to_dict()`)"""
+    rows: list[dict[str, Any]]
+    """`results.csv`: one row per grid point"""
+    summary: dict[str, Any] = field(default_factory=dict)
+    """`summary.json` (the analysis; empty before it is written)"""
+
+    @property
+    def kind(self) -> str:
+        return str(self.experiment.get("kind", "runs"))
+
+    @property
+    def name(self) -> str:
+        return str(self.experiment.get("name", self.path.name))
+
+
+def load_experiment(experiment_dir: str | Path) -> ToyExperiment:
+    """The records of an experiment directory (`experiment.json`, `results.csv`, `summary.json`)."""
+    path = Path(experiment_dir)
+    experiment = json.loads((path / "experiment.json").read_text())
+    summary_path = path / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    return ToyExperiment(path=path, experiment=experiment, rows=load_results(path), summary=summary)
 
 
 def load_results(experiment_dir: str | Path) -> list[dict[str, Any]]:
@@ -47,8 +90,9 @@ def load_results(experiment_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[str, np.ndarray]:
-    """Mean over seeds of `metric` per step with a t-band: `{step, mean, lo, hi}` arrays."""
+def per_step_values(run_dir: str | Path, metric: str) -> dict[int, list[float]]:
+    """`metric` of every seed at each step of one run (`metrics.jsonl`, one row per step per
+    seed)."""
     per_step: dict[int, list[float]] = {}
     with open(Path(run_dir) / "metrics.jsonl", encoding="utf-8") as handle:
         for line in handle:
@@ -58,6 +102,12 @@ def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[
             value = row.get(metric)
             if isinstance(value, (int, float)):
                 per_step.setdefault(int(row["step"]), []).append(float(value))
+    return per_step
+
+
+def seed_band(per_step: dict[int, list[float]], level: float = 0.95) -> dict[str, np.ndarray]:
+    """Mean over seeds per step with a t-band: `{step, mean, lo, hi}` arrays (no band for one
+    seed)."""
     steps = np.array(sorted(per_step))
     values = [np.array(per_step[s]) for s in steps]
     mean = np.array([v.mean() for v in values])
@@ -68,6 +118,18 @@ def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[
         ]
     )
     return {"step": steps, "mean": mean, "lo": mean - half, "hi": mean + half}
+
+
+def metric_curve(run_dir: str | Path, metric: str, level: float = 0.95) -> dict[str, np.ndarray]:
+    """Mean over seeds of `metric` per step with a t-band: `{step, mean, lo, hi}` arrays."""
+    return seed_band(per_step_values(run_dir, metric), level)
+
+
+def _point_curves(
+    experiment: ToyExperiment, rows: Sequence[dict[str, Any]], metric: str
+) -> dict[str, dict[str, np.ndarray]]:
+    """`metric_curve` of each row's point, by method."""
+    return {str(r["method"]): metric_curve(experiment.path / str(r["point"]), metric) for r in rows}
 
 
 def plot_curve_set(
@@ -94,20 +156,34 @@ def plot_curve_set(
     return fig
 
 
-def plot_training_curves(
-    experiment_dir: str | Path, delays: list[int] | None = None, ax: Any = None
-) -> Any:
-    """`J` (top) and `||grad J||^2` (bottom) vs step, one column per delay, per method.
+def training_curves_data(
+    experiment: ToyExperiment, delays: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """The curves of `plot_training_curves`: `{"delays": [...], "curves": {metric: {delay:
+    {method: metric_curve}}}}` for `delays` (default: the smallest, middle and largest)."""
+    rows = [r for r in experiment.rows if r["delay"] is not None]
+    all_delays = sorted({int(r["delay"]) for r in rows})
+    if delays is None:
+        delays = sorted({all_delays[0], all_delays[len(all_delays) // 2], all_delays[-1]})
+    curves = {
+        metric: {
+            delay: _point_curves(experiment, [r for r in rows if int(r["delay"]) == delay], metric)
+            for delay in delays
+        }
+        for metric, _, _ in TRAINING_METRICS
+    }
+    return {"delays": list(delays), "curves": curves}
+
+
+def plot_training_curves(data: dict[str, Any], ax: Any = None) -> Any:
+    """`J` (top) and `||grad J||^2` (bottom) vs step, one column per delay, per method
+    (`training_curves_data`).
 
     `ax`: an array of axes of shape `[2, len(delays)]` (or None for a new figure).
     """
     import matplotlib.pyplot as plt
 
-    experiment_dir = Path(experiment_dir)
-    rows = [r for r in load_results(experiment_dir) if r["delay"] is not None]
-    all_delays = sorted({int(r["delay"]) for r in rows})
-    if delays is None:
-        delays = sorted({all_delays[0], all_delays[len(all_delays) // 2], all_delays[-1]})
+    delays = data["delays"]
     if ax is None:
         fig, axes = plt.subplots(
             2, len(delays), figsize=(4 * len(delays), 6), squeeze=False, sharex=True
@@ -116,19 +192,9 @@ def plot_training_curves(
         axes = np.asarray(ax).reshape(2, len(delays))
         fig = axes[0, 0].figure
     for col, delay in enumerate(delays):
-        points = [r for r in rows if int(r["delay"]) == delay]
-        for row_i, (metric, label, log_y) in enumerate(
-            (
-                ("policy/objective", "J(theta_n)", False),
-                ("policy/grad_norm_sq", "||grad J(theta_n)||^2", True),
-            )
-        ):
-            curves = {
-                str(r["method"]): metric_curve(experiment_dir / str(r["point"]), metric)
-                for r in points
-            }
+        for row_i, (metric, label, log_y) in enumerate(TRAINING_METRICS):
             plot_curve_set(
-                curves,
+                data["curves"][metric][delay],
                 ylabel=label,
                 title=f"D = {delay}" if row_i == 0 else "",
                 log_y=log_y,
@@ -137,6 +203,11 @@ def plot_training_curves(
     axes[0, -1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def results_rows(experiment: ToyExperiment) -> list[dict[str, Any]]:
+    """The experiment's `results.csv` rows (each metric with its interval over seeds)."""
+    return experiment.rows
 
 
 def _errorbar(ax: Any, x: list[float], row_list: list[dict[str, Any]], key: str, **kw: Any) -> None:
@@ -173,7 +244,7 @@ def plot_group_study(
 ) -> Any:
     """`key` vs `G` for GMC and TIC (`results.csv` rows of a group-size experiment)."""
     fig, ax = single_axes(ax, (5, 3.5))
-    for method in ("gmc", "tic"):
+    for method in GROUP_METHODS:
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["group_size"])
         if not mine:
             continue
@@ -191,6 +262,53 @@ def plot_group_study(
     ax.set_ylabel(names.get(key, key))
     ax.legend(fontsize=7)
     return fig
+
+
+def plot_vs_delay(rows: list[dict[str, Any]], ax: Any = None) -> Any:
+    """The convergence metric (left) and final `J` (right) vs `D` per method (`results.csv`
+    rows). `ax`: two axes or None."""
+    fig, axes = panel_axes(2, ax, width=5, height=3.8)
+    plot_metric_vs_delay(rows, "convergence_metric", ax=axes[0])
+    plot_metric_vs_delay(rows, "final_objective", ax=axes[1])
+    axes[1].set_ylabel("final J(theta_N)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_group_sizes(rows: list[dict[str, Any]], ax: Any = None) -> Any:
+    """Mean `J` over training (left) and final `J` (right) vs `G`, GMC and TIC (`results.csv`
+    rows of a group-size experiment). `ax`: two axes or None."""
+    fig, axes = panel_axes(2, ax, width=5, height=3.8)
+    plot_group_study(rows, "mean_objective", ax=axes[0])
+    plot_group_study(rows, "final_objective", ax=axes[1])
+    fig.tight_layout()
+    return fig
+
+
+def length_coupled_data(experiment: ToyExperiment) -> dict[str, dict[str, Any]]:
+    """`J` and the realised lag per step and method, mean over seeds with a t-band:
+    `{"objective": {method: curve}, "lag": {method: curve}}`."""
+    return {
+        "objective": _point_curves(experiment, experiment.rows, "policy/objective"),
+        "lag": _point_curves(experiment, experiment.rows, "staleness/lag"),
+    }
+
+
+def plot_length_coupled(data: dict[str, dict[str, Any]], ax: Any = None) -> Any:
+    """`J` (left) and the realised lag (right) vs step per method (`length_coupled_data`)."""
+    fig, axes = panel_axes(2, ax, width=5, height=3.8)
+    plot_curve_set(
+        data["objective"], ylabel="J(theta_n)", title="length-coupled delays", ax=axes[0]
+    )
+    axes[0].legend(fontsize=7)
+    plot_curve_set(data["lag"], ylabel="realised lag", ax=axes[1])
+    fig.tight_layout()
+    return fig
+
+
+def eps_star_data(experiment: ToyExperiment) -> dict[str, Any] | None:
+    """The eps* fit of the experiment's analysis (`summary["eps_star"]`; None without it)."""
+    return experiment.summary.get("eps_star") or None
 
 
 def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
@@ -272,61 +390,3 @@ def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
     axes[1].legend(fontsize=7)
     fig.tight_layout()
     return fig
-
-
-def write_training_figures(experiment_dir: str | Path) -> list[Path]:
-    """Write the figures of one experiment into `<experiment_dir>/figures/`; returns the paths."""
-    use_agg()
-    import matplotlib.pyplot as plt
-
-    experiment_dir = Path(experiment_dir)
-    experiment = json.loads((experiment_dir / "experiment.json").read_text())
-    summary_path = experiment_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    rows = load_results(experiment_dir)
-    out = experiment_dir / "figures"
-    out.mkdir(parents=True, exist_ok=True)
-    figs: dict[str, Any] = {}
-    kind = experiment["kind"]
-    if kind == "delay_sweep":
-        figs["curves"] = plot_training_curves(experiment_dir)
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        plot_metric_vs_delay(rows, "convergence_metric", ax=axes[0])
-        plot_metric_vs_delay(rows, "final_objective", ax=axes[1])
-        axes[1].set_ylabel("final J(theta_N)")
-        fig.tight_layout()
-        figs["vs_delay"] = fig
-    elif kind == "group_size":
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        plot_group_study(rows, "mean_objective", ax=axes[0])
-        plot_group_study(rows, "final_objective", ax=axes[1])
-        fig.tight_layout()
-        figs["group_size"] = fig
-    elif kind == "length_coupled":
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-        curves = {
-            str(r["method"]): metric_curve(experiment_dir / str(r["point"]), "policy/objective")
-            for r in rows
-        }
-        plot_curve_set(curves, ylabel="J(theta_n)", title="length-coupled delays", ax=axes[0])
-        axes[0].legend(fontsize=7)
-        lags = {
-            str(r["method"]): metric_curve(experiment_dir / str(r["point"]), "staleness/lag")
-            for r in rows
-        }
-        plot_curve_set(lags, ylabel="realised lag", ax=axes[1])
-        fig.tight_layout()
-        figs["length_coupled"] = fig
-    elif kind == "eps_star" and summary.get("eps_star"):
-        figs["eps_star"] = plot_eps_star(summary["eps_star"])
-    elif kind in ("mixed_delay", "delay_regularity"):
-        from figures.toy_workers import write_worker_figures
-
-        figs.update(write_worker_figures(experiment_dir))
-    paths = []
-    for name, fig in figs.items():
-        path = out / f"{experiment['name']}_{name}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
-    return paths

@@ -1,8 +1,9 @@
 """Figures of the worker-schedule experiments (issue 17), from an experiment's `summary.json`.
 
 The numbers are computed by the toy track's analysis (`toy_mdps.train.workers_analysis`, stored
-in the experiment's `summary.json`); this module turns them into arrays (`*_arrays`) and draws
-them (`plot_*`, each taking arrays, `ax=None`, returning the figure).
+in the experiment's `summary.json`); this module turns them into arrays (`*_arrays`, `*_data`)
+and draws them (`plot_*`, each taking arrays, `ax=None`, returning the figure). The two figures
+are entries of `figures.registry` (`mixed_vs_tau4`, `regularity`).
 
 - `plot_metric_vs_tau4`: a metric against the realised `tau4`, per method: the uniform fixed
   delays as a line with 95% intervals, the mixed-lag (worker) batches as a point with intervals
@@ -15,14 +16,15 @@ them (`plot_*`, each taking arrays, `ax=None`, returning the figure).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from figures.common import panel_axes, single_axes
-from figures.style import method_color, method_label, method_rank, use_agg
+from figures.style import method_color, method_label, method_rank
+
+if TYPE_CHECKING:
+    from figures.toy_training import ToyExperiment
 
 METRIC_LABELS = {
     "final_objective": "final J(theta_N)",
@@ -169,45 +171,59 @@ def plot_regularity_gap(runs: dict[str, dict[str, Any]], ax: Any = None) -> Any:
     return fig
 
 
-def write_worker_figures(experiment_dir: str | Path) -> dict[str, Any]:
-    """The figures of a `mixed_delay` or `delay_regularity` experiment, by name (not saved)."""
-    use_agg()
-    experiment_dir = Path(experiment_dir)
-    summary = json.loads((experiment_dir / "summary.json").read_text())
-    figs: dict[str, Any] = {}
-    if "mixed_delay" in summary:
-        fig, axes = panel_axes(2, width=5.2, height=3.8)
-        for ax, metric in zip(axes, METRIC_LABELS, strict=True):
-            plot_metric_vs_tau4(
-                mixed_delay_arrays(summary, metric), ylabel=METRIC_LABELS[metric], ax=ax
-            )
-        fig.tight_layout()
-        figs["mixed_vs_tau4"] = fig
-    if "delay_regularity" in summary:
-        runs = regularity_arrays(summary)
-        shown = [p for p, r in sorted(runs.items()) if r["method"] == "gmc"] or sorted(runs)
-        fig, axes = panel_axes(len(shown) + 1, width=4.6, height=3.6)
-        for ax, point in zip(axes, shown, strict=False):
-            r = runs[point]
-            plot_regularity(
-                r["lag"],
-                (r["lhs"], r["lhs_lo"], r["lhs_hi"]),
-                (r["rhs"], r["rhs_lo"], r["rhs_hi"]),
-                title=f"{method_label(r['method'])}, {r['variant']}",
-                color=method_color(r["method"]),
-                ax=ax,
-            )
-        plot_regularity_gap(runs, ax=axes[-1])
-        fig.tight_layout()
-        figs["regularity"] = fig
-    return figs
+def mixed_vs_tau4_data(experiment: ToyExperiment) -> dict[str, Any] | None:
+    """Per metric (`METRIC_LABELS`) the `mixed_delay_arrays` of a mixed-delay experiment's
+    analysis; None when its summary has none."""
+    if "mixed_delay" not in experiment.summary:
+        return None
+    return {metric: mixed_delay_arrays(experiment.summary, metric) for metric in METRIC_LABELS}
+
+
+def plot_mixed_vs_tau4(data: dict[str, Any], ax: Any = None) -> Any:
+    """One panel per metric of `mixed_vs_tau4_data` (`plot_metric_vs_tau4`). `ax`: that many
+    axes or None."""
+    fig, axes = panel_axes(len(data), ax, width=5.2, height=3.8)
+    for axis, (metric, curves) in zip(axes, data.items(), strict=True):
+        plot_metric_vs_tau4(curves, ylabel=METRIC_LABELS[metric], ax=axis)
+    fig.tight_layout()
+    return fig
+
+
+def regularity_data(experiment: ToyExperiment) -> dict[str, dict[str, Any]] | None:
+    """The `regularity_arrays` of a delay-regularity experiment's analysis; None without it."""
+    if "delay_regularity" not in experiment.summary:
+        return None
+    return regularity_arrays(experiment.summary)
+
+
+def plot_regularity_panels(runs: dict[str, dict[str, Any]], ax: Any = None) -> Any:
+    """Both sides of the condition for each GMC run (every run when there is no GMC run), then
+    their relative gap for all runs (`regularity_data`). `ax`: that many axes or None."""
+    shown = [p for p, r in sorted(runs.items()) if r["method"] == "gmc"] or sorted(runs)
+    fig, axes = panel_axes(len(shown) + 1, ax, width=4.6, height=3.6)
+    for axis, point in zip(axes, shown, strict=False):
+        r = runs[point]
+        plot_regularity(
+            r["lag"],
+            (r["lhs"], r["lhs_lo"], r["lhs_hi"]),
+            (r["rhs"], r["rhs_lo"], r["rhs_hi"]),
+            title=f"{method_label(r['method'])}, {r['variant']}",
+            color=method_color(r["method"]),
+            ax=axis,
+        )
+    plot_regularity_gap(runs, ax=axes[-1])
+    fig.tight_layout()
+    return fig
 
 
 __all__ = [
     "mixed_delay_arrays",
+    "mixed_vs_tau4_data",
     "plot_metric_vs_tau4",
+    "plot_mixed_vs_tau4",
     "plot_regularity",
     "plot_regularity_gap",
+    "plot_regularity_panels",
     "regularity_arrays",
-    "write_worker_figures",
+    "regularity_data",
 ]

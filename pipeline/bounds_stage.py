@@ -42,8 +42,8 @@ def bounds_stage(out_dir: Path) -> dict[str, Any]:
     import torch
 
     from theory.measured import all_run_bounds, bounds_markdown, outside_rows, summary_line
-    from toy_mdps.train.analysis import experiment_markdown
     from toy_mdps.train.config import ExperimentConfig, shipped_experiment
+    from toy_mdps.train.report import experiment_markdown
     from toy_mdps.train.run import run_experiment
 
     torch.set_num_threads(1)

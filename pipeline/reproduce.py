@@ -145,8 +145,9 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     import torch
 
     from pipeline.toy import draw_figures
-    from toy_mdps.train.analysis import VERDICTS, experiment_markdown
+    from toy_mdps.train.analysis import VERDICTS
     from toy_mdps.train.config import QUICK_EXPERIMENTS, ExperimentConfig, shipped_experiment
+    from toy_mdps.train.report import experiment_markdown
     from toy_mdps.train.run import run_experiment
 
     torch.set_num_threads(1)  # small tensors: one thread is fastest, and robust on shared cores

@@ -2,9 +2,11 @@
 
 The toy track imports no `figures` (`tests/test_layering.py`); this module, one layer above,
 runs `toy_mdps.cli` and hands it `draw_figures`, which draws a finished sweep or experiment from
-its saved records (`figures.toy_bias`, `figures.toy_training`, and `figures.bound_tracking` for
-runs that tracked their bound quantities, up to `MAX_BOUND_FIGURES` per experiment) and lists the figures in the run's `summary.json`
-(`"figures"`, paths relative to the run directory).
+its saved records (the registry's `"sweep"` / `"experiment"` entries, `figures.registry`, through
+`figures.writers`; and
+`figures.bound_tracking` for runs that tracked their bound quantities, up to `MAX_BOUND_FIGURES`
+per experiment) and lists the figures in the run's `summary.json` (`"figures"`, paths relative to
+the run directory).
 """
 
 from __future__ import annotations
@@ -24,15 +26,17 @@ def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
     into `run_dir/figures/`, record them in its `summary.json` and return their paths."""
     run_dir = Path(run_dir)
     if kind == "sweep":
-        from figures.toy_bias import draw_sweep
+        from figures.toy_bias import load_sweep
+        from figures.writers import write_sweep_figures
 
-        paths = draw_sweep(run_dir)
+        paths = write_sweep_figures(load_sweep(run_dir), run_dir / "figures")
     elif kind == "experiment":
-        from figures.toy_training import write_training_figures
+        from figures.toy_training import load_experiment
+        from figures.writers import write_experiment_figures
         from pipeline.bounds_stage import draw_bound_figures
         from theory.measured import all_run_bounds
 
-        paths = write_training_figures(run_dir)
+        paths = write_experiment_figures(load_experiment(run_dir))
         tracked, _ = all_run_bounds([run_dir])  # runs with bound_every > 0: bound tracking
         if len(tracked) <= MAX_BOUND_FIGURES:  # a large grid (eps_quick: 36 runs) gets none
             paths += draw_bound_figures(tracked, run_dir, run_dir)

@@ -164,3 +164,51 @@ def test_llm_seeds_pair_gmc_and_tic_by_seed(
     assert gap["paired"]["n"] == 3 and gap["paired"]["mean"] == pytest.approx(mean)
     check = next(c for c in data.checks if c["claim"].startswith("GMC converges"))
     assert check["verdict"] == verdict
+
+
+@pytest.fixture
+def user_method():
+    """A user's method whose spec claims GMC's removed-mass bound: GMC registered again under
+    another name (for one test)."""
+    import dataclasses
+
+    from gmc_grpo.methods import get_method, register_method, unregister_method
+
+    spec = dataclasses.replace(get_method("gmc"), name="user_gmc", label="user GMC")
+    yield register_method(spec, replace=True)
+    unregister_method("user_gmc")
+
+
+def test_a_registered_method_with_a_bound_appears_as_in_the_sweep(tmp_path: Path, user_method):
+    """The spec, not a list of names, decides: the user's method gets its removed-mass bound in
+    the runs-vs-theory figure and is counted in its check, as the toy sweep checks it and its
+    removed-mass figure draws it."""
+    from figures.toy_bias import removed_mass_vs_bound_data
+    from toy_mdps.sweep.config import SweepConfig
+    from toy_mdps.sweep.run import run_sweep
+
+    for delay in (0, 4, 8):
+        for method in ("tic", "gmc", "user_gmc"):
+            write_train_run(tmp_path / "llm", f"{method}-{delay}", method=method, delay=delay)
+    data = bounds_data(discover([tmp_path / "llm"]), "fixed_delay")
+    point = next(p for p in data.points if p["method"] == "user_gmc" and p["delay"] == 4)
+    assert point["bound"] == pytest.approx(removed_mass_bound(point["kl"], 0.28, "gmc"))
+    check = next(c for c in data.checks if c["claim"].startswith("removed mass <="))
+    assert check["detail"].startswith("9 of 9 GMC/TIC/USER_GMC runs")
+    growth = next(c for c in data.checks if c["claim"].startswith("removed mass grows"))
+    assert growth["detail"] == "6 of 6 consecutive delays"  # 2 per bounded method
+    fig = plot_bounds_vs_runs(data)
+    assert "user GMC" in [line.get_label() for line in fig.axes[0].get_lines()]
+    pyplot().close(fig)
+
+    config = SweepConfig.from_dict(
+        {"num_prompts": 2, "vocab_size": 3, "max_length": 3, "num_groups": 2,
+         "trajectory_steps": 6, "delays": [6], "group_sizes": [4], "num_minibatches": 20,
+         "methods": ["gmc", "user_gmc"], "figures": False}
+    )  # fmt: skip
+    rows = run_sweep(config, tmp_path / "sweep", progress=False)
+    from gmc_grpo.records import read_json
+
+    claims = read_json(tmp_path / "sweep" / "summary.json")["claims"]
+    assert "user_gmc_removed_mass_below_kl_bound" in claims
+    assert set(removed_mass_vs_bound_data(rows)) == {"gmc", "user_gmc"}

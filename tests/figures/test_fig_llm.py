@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from fig_records import SIX, eval_value, metric_row, write_eval_run, write_train_run
 
-from figures import llm
+from figures import llm, llm_tables
 from figures import paper_reference as paper
 from figures.common import plot_panels, pyplot
 from figures.discover import Run, discover
+from figures.tables import Interval, Missing, render_latex, render_markdown
 
 STEPS = 40
 
@@ -108,13 +109,13 @@ def test_plots_accept_axes_and_return_the_figure(runs: list[Run], tmp_path: Path
 
 
 def _row(table, **match):
-    found = [d for d in table.data if all(d.get(k) == v for k, v in match.items())]
+    found = [d for d in table.numbers() if all(d.get(k) == v for k, v in match.items())]
     assert len(found) == 1, (match, found)
     return found[0]
 
 
 def test_table1_cells_equal_the_eval_values(runs: list[Run]) -> None:
-    table = llm.table1_data(runs)
+    table = llm_tables.table1_data(runs)
     ours = _row(table, model="Qwen3-8B", method="gmc", source="ours")
     assert ours["step"] == STEPS and ours["run"] == "sim-gmc"
     for bench in SIX:
@@ -130,15 +131,15 @@ def test_table1_cells_equal_the_eval_values(runs: list[Run]) -> None:
     assert ref["macro"] == paper.table1_cell("Qwen3-8B", "gmc", "macro") == (64.37, 59.62)
     missing = _row(table, model="Qwen3-1.7B", method="vcpo", source="ours")
     assert missing["found"] is False
-    md = table.markdown()
+    md = render_markdown(table)
     assert "missing (no run)" in md and "paper (Table 1)" in md
     cell = f"{ours['math500'][0]:.2f} / {ours['math500'][1]:.2f}"
-    assert cell in md and cell in table.latex()
-    assert "\\begin{tabular}" in table.latex()
+    assert cell in md and cell in render_latex(table)
+    assert "\\begin{tabular}" in render_latex(table)
 
 
 def test_table5_shows_the_collapse_and_our_values(runs: list[Run]) -> None:
-    table = llm.table5_data(runs)
+    table = llm_tables.table5_data(runs)
     assert _row(table, model="Qwen3-8B", method="a3po", source="paper")["collapsed"] is True
     ours = _row(table, model="Qwen3-8B", method="a3po", source="ours")
     assert ours["gsm8k"] == pytest.approx(
@@ -147,11 +148,11 @@ def test_table5_shows_the_collapse_and_our_values(runs: list[Run]) -> None:
             100 * eval_value(STEPS, "a3po", "gsm8k", "sampled"),
         )
     )
-    assert "Training collapsed" in table.markdown()
+    assert "Training collapsed" in render_markdown(table)
 
 
 def test_table3_cells_equal_the_eval_values(runs: list[Run]) -> None:
-    table = llm.table3_data(runs)
+    table = llm_tables.table3_data(runs)
     ours = _row(table, delay=128, method="tic", source="ours")
     sampled = eval_value(STEPS, "tic", "math500", "sampled")
     assert ours["step"] == STEPS
@@ -162,30 +163,28 @@ def test_table3_cells_equal_the_eval_values(runs: list[Run]) -> None:
     assert _row(table, delay=None, method="base", source="ours")["run"] == "base"
     # rows for the delays the records have (0, 64, 128), the paper's beside them; asked for, the
     # paper's other delays appear with their reference rows and our cells missing
-    assert sorted({d["delay"] for d in table.data if d["delay"] is not None}) == [0, 64, 128]
-    everything = llm.table3_data(runs, delays=paper.TABLE3_DELAYS)
+    assert sorted({d["delay"] for d in table.numbers() if d["delay"] is not None}) == [0, 64, 128]
+    everything = llm_tables.table3_data(runs, delays=paper.TABLE3_DELAYS)
     assert _row(everything, delay=512, method="gmc", source="paper")["pass@16"] == 83.40
     assert _row(everything, delay=512, method="gmc", source="ours")["found"] is False
-    at_800 = llm.table3_data(runs, step=800)
+    at_800 = llm_tables.table3_data(runs, step=800)
     assert _row(at_800, delay=128, method="tic", source="ours")["greedy"] is None
 
 
+def _math500_pair(step: int, method: str) -> tuple[float, float]:
+    """Percent (greedy, sampled Pass@1) on MATH500 of the synthetic records."""
+    return tuple(100 * eval_value(step, method, "math500", d) for d in ("greedy", "sampled"))
+
+
 def test_table4_cells_and_delta(runs: list[Run]) -> None:
-    table = llm.table4_data(runs, checkpoints=[20, 200])
+    table = llm_tables.table4_data(runs, checkpoints=[20, 200])
     ours = _row(table, checkpoint=20, group_size=4, source="ours")
-    gmc = (
-        100 * eval_value(20, "gmc", "math500", "greedy"),
-        100 * eval_value(20, "gmc", "math500", "sampled"),
-    )
-    tic = (
-        100 * eval_value(20, "tic", "math500", "greedy"),
-        100 * eval_value(20, "tic", "math500", "sampled"),
-    )
+    gmc, tic = _math500_pair(20, "gmc"), _math500_pair(20, "tic")
     assert ours["gmc"] == pytest.approx(gmc) and ours["tic"] == pytest.approx(tic)
     assert ours["delta"] == pytest.approx(gmc[1] - tic[1])
     assert _row(table, checkpoint=20, group_size=32, source="ours")["found"] is False
     assert _row(table, checkpoint=200, group_size=32, source="paper")["delta"] == 7.10
-    assert "missing (no run)" in table.markdown()
+    assert "missing (no run)" in render_markdown(table)
 
 
 def test_seeds_of_one_setting_are_drawn_as_a_mean_with_a_band(tmp_path: Path) -> None:
@@ -226,10 +225,44 @@ def test_seeds_of_one_setting_are_drawn_as_a_mean_with_a_band(tmp_path: Path) ->
     assert any("mean of 3 seeds" in t.get_label() for t in fig.axes[0].get_lines())
     assert fig.axes[0].collections  # the band
     pyplot().close(fig)
-    table = llm.table3_data(runs)
+    table = llm_tables.table3_data(runs)
     ours = _row(table, delay=16, method="tic", source="ours")
     assert ours["seeds"] == 3
     assert ours["greedy"] == pytest.approx(100 * eval_value(STEPS, "tic", "math500", "greedy"))
     assert ours["greedy_hi"] - ours["greedy"] == pytest.approx(half)
-    assert f"{ours['greedy']:.2f} ± {half:.2f}" in table.markdown()
-    assert not any(d["source"] == "paper" and d["delay"] == 16 for d in table.data)
+    assert f"{ours['greedy']:.2f} ± {half:.2f}" in render_markdown(table)
+    assert not any(d["source"] == "paper" and d["delay"] == 16 for d in table.numbers())
+
+
+def test_table_cells_are_numbers_and_render_by_hand(runs: list[Run]) -> None:
+    """Table 4 at checkpoint 20, G = 4: the cells hold the percent pairs and their difference
+    (numbers, not text); the renderer writes them with two decimals, the difference signed."""
+    table = llm_tables.table4_data(runs, checkpoints=[20])
+    ours = next(r for r in table.rows if r.key == {"checkpoint": 20, "group_size": 4})
+    gmc, tic = _math500_pair(20, "gmc"), _math500_pair(20, "tic")
+    assert ours.cells["gmc"] == pytest.approx(gmc) and ours.cells["tic"] == pytest.approx(tic)
+    # gmc sampled 0.45 + 0.0005 x 20 = 0.46, tic 0.41: +5.00 pp
+    assert ours.cells["delta"] == pytest.approx(5.0)
+    line = f"| 20 | 4 | ours | {gmc[0]:.2f} / {gmc[1]:.2f} | {tic[0]:.2f} / {tic[1]:.2f} | +5.00 |"
+    assert line == "| 20 | 4 | ours | 48.00 / 46.00 | 43.00 / 41.00 | +5.00 |"
+    assert line in render_markdown(table)
+    missing = next(r for r in table.rows if r.key == {"checkpoint": 20, "group_size": 32})
+    assert missing.cells["gmc"] == Missing("no run") and missing.cells["delta"] is None
+    assert "| 20 | 32 | ours | missing (no run) | missing | missing |" in render_markdown(table)
+    assert "48.00 / 46.00 & 43.00 / 41.00 & +5.00 \\\\" in render_latex(table)
+
+
+def test_table3_seed_cells_are_intervals(tmp_path: Path) -> None:
+    for seed, shift in enumerate((-0.02, 0.0, 0.02)):
+        write_train_run(tmp_path, f"tic_s{seed}", method="tic", delay=16, seed=seed, shift=shift)
+    table = llm_tables.table3_data(discover([tmp_path]))
+    row = next(r for r in table.rows if r.key == {"delay": 16, "method": "tic"})
+    cell = row.cells["greedy"]
+    assert isinstance(cell, Interval) and row.info["seeds"] == 3
+    # greedy 0.42 + 0.0005 x 40 = 0.44 -> 44 pp +- 2 pp: sd 2, half-width t(0.975, 2) x 2 / sqrt 3
+    assert cell.mean == pytest.approx(44.0)
+    assert cell.half_width == pytest.approx(4.302652729911275 * 2 / 3**0.5)
+    assert (
+        f"| 16 | TIC-GRPO | ours (mean ± 95% CI, 3 seeds) | 40 | 44.00 ± {cell.half_width:.2f} |"
+        in (render_markdown(table))
+    )

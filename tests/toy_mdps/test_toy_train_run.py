@@ -189,14 +189,15 @@ def test_equivalence_verdict() -> None:
     )
 
 
-def _write_seed_summaries(root: Path, values: dict[str, list[float]], key: str) -> None:
-    for point, per_seed in values.items():
-        (root / point).mkdir(parents=True)
-        summary = {"per_seed": {str(s): {key: v} for s, v in enumerate(per_seed)}}
-        (root / point / "summary.json").write_text(json.dumps(summary))
+def _seed_values(values: dict[str, list[float]], key: str) -> dict[str, dict[str, dict]]:
+    """Per point, per seed, `{key: value}`: the per-seed records the analyses take."""
+    return {
+        point: {str(s): {key: v} for s, v in enumerate(per_seed)}
+        for point, per_seed in values.items()
+    }
 
 
-def test_interior_eps_star_is_tested_against_both_neighbours(tmp_path: Path) -> None:
+def test_interior_eps_star_is_tested_against_both_neighbours() -> None:
     """Hand-made per-seed metrics: a clear interior minimum at eps = 1, a noisy one, an edge."""
     values = {
         "clear_0.1": [3.0, 3.1, 2.9, 3.0],
@@ -206,7 +207,7 @@ def test_interior_eps_star_is_tested_against_both_neighbours(tmp_path: Path) -> 
         "noisy_1": [1.9, 1.8, 1.9, 1.8],
         "noisy_10": [3.0, 1.0, 3.0, 1.0],
     }
-    _write_seed_summaries(tmp_path, values, "convergence_metric")
+    per_seed = _seed_values(values, "convergence_metric")
 
     def cell(prefix: str) -> list[dict]:
         return [
@@ -219,23 +220,21 @@ def test_interior_eps_star_is_tested_against_both_neighbours(tmp_path: Path) -> 
     for prefix, expected in (("clear", "holds"), ("noisy", "not significant")):
         rows = cell(prefix)
         best = best_eps([r["eps"] for r in rows], [r["convergence_metric"] for r in rows])
-        test = interior_test(rows, "convergence_metric", best, tmp_path)
+        test = interior_test(rows, "convergence_metric", best, per_seed)
         assert best["eps_star_grid"] == 1.0 and test["verdict"] == expected
         assert test["neighbours"] == [0.1, 10.0]
     # the best at the grid's edge, significantly better than its neighbour: not interior
     rows = cell("clear")[1:]  # eps 1 (best, now the smallest) and 10
     best = best_eps([r["eps"] for r in rows], [r["convergence_metric"] for r in rows])
     assert best["censored"] == "below"
-    assert interior_test(rows, "convergence_metric", best, tmp_path)["verdict"] == "does not hold"
+    assert interior_test(rows, "convergence_metric", best, per_seed)["verdict"] == "does not hold"
 
 
-def test_gmc_tic_gap_pairs_points_and_reports_the_theory_factors(tmp_path: Path) -> None:
-    _write_seed_summaries(
-        tmp_path, {"g": [1.0, 2.0, 4.0], "t": [2.0, 4.0, 8.0]}, "convergence_metric"
-    )
+def test_gmc_tic_gap_pairs_points_and_reports_the_theory_factors() -> None:
+    per_seed = _seed_values({"g": [1.0, 2.0, 4.0], "t": [2.0, 4.0, 8.0]}, "convergence_metric")
     common = dict(delay=16, schedule="fixed_delay", group_size=8, eps=0.28, total_steps=10, lr=5.0)
     rows = [dict(common, method="gmc", point="g"), dict(common, method="tic", point="t")]
-    (gap,) = gmc_tic_gap(rows, tmp_path)
+    (gap,) = gmc_tic_gap(rows, per_seed)
     assert gap["ratio"]["mean"] == pytest.approx(0.5) and gap["ratio"]["lo"] == pytest.approx(0.5)
     assert gap["ordering"]["verdict"] == "holds"
     # (c_eps / log(1+2eps))^(2/5) at eps = 0.28, c_eps = log(1.28) - 0.28/1.28

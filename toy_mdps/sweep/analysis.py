@@ -171,28 +171,64 @@ def gmc_below_tic(
     }
 
 
+RELIABLE_DRAWS = 100
+"""effective draws per prompt, `draws / (1 + max chi^2)`, from which plain IS's interval covers:
+below it the sample rarely holds the heavy-tailed ratios and the interval undercovers"""
+
+
 def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
     """`summary.json` of a sweep: slopes and one entry per claim, each with its evidence; a claim
     reads `claim` (plain text, for a terminal) and `claim_markdown` (`$...$` LaTeX, for reports)."""
     z = normal_quantile(config.confidence)
     slopes = group_size_slopes(rows, config)
     stale = [r for r in rows if float(r["ratio/kl_exact"]) > 0]
-    claims: dict[str, Any] = {}
+    claims: dict[str, Any] = {"is_unbiased": _is_unbiased(rows)}
+    claims.update(_removed_mass_claims(rows, config))
+    claims["class_second_moment_below_prop1"] = _class_second_moment(rows, config)
+    claims["grpo_exceeds_prop1"] = _grpo_exceeds(rows)
+    claims["kl_drift_bound"] = {
+        "claim": "KL <= (T L / 2) ||theta - theta_behavior||^2 (§4.2 step 3)",
+        "claim_markdown": r"$\mathrm{KL}\le\frac{TL}{2}\Vert\theta-\theta_{\mathrm{behavior}}\Vert^2$"
+        " (§4.2 step 3)",
+        **_fraction([bool(r["chain/kl_drift_bound_holds"]) for r in rows]),
+    }
+    claims["gmc_bias_below_tic"] = gmc_below_tic(stale, config.confidence)
+    claims.update(_slope_claims(slopes))
+    return {
+        "num_rows": len(rows),
+        "confidence": config.confidence,
+        "z": z,
+        "group_size_slopes": slopes,
+        "claims": claims,
+        "wall_s_rows": sum(float(r.get("perf/wall_s", 0.0)) for r in rows),
+    }
 
-    def by(method: str, source: list[dict[str, Any]] = rows) -> list[dict[str, Any]]:
-        return [r for r in source if r["method"] == method]
 
-    reliable = [r for r in by("is") if float(r.get("estimator/effective_draws", 0.0)) >= 100]
-    claims["is_unbiased"] = {
+def _of(rows: list[dict[str, Any]], method: str) -> list[dict[str, Any]]:
+    return [r for r in rows if r["method"] == method]
+
+
+def _is_unbiased(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Plain IS: 0 inside its squared bias's interval, everywhere and where it is reliable."""
+    is_rows = _of(rows, "is")
+    reliable = [
+        r for r in is_rows if float(r.get("estimator/effective_draws", 0.0)) >= RELIABLE_DRAWS
+    ]
+    return {
         "claim": "plain IS (LOO advantages) is unbiased: 0 inside its bias_sq interval",
         "claim_markdown": "plain IS (leave-one-out advantages) is unbiased: 0 inside the interval "
         r"of its squared bias $\Vert b\Vert^2$",
-        **_fraction([float(r["estimator/bias_sq_lo"]) <= 0 for r in by("is")]),
+        **_fraction([float(r["estimator/bias_sq_lo"]) <= 0 for r in is_rows]),
         "holds_where_reliable": sum(float(r["estimator/bias_sq_lo"]) <= 0 for r in reliable),
         "reliable_rows": len(reliable),
-        "note": "reliable: draws per prompt / (1 + max chi^2) >= 100; below that the sample rarely "
-        "contains the heavy-tailed ratios and the interval undercovers",
+        "note": f"reliable: draws per prompt / (1 + max chi^2) >= {RELIABLE_DRAWS}; below that "
+        "the sample rarely contains the heavy-tailed ratios and the interval undercovers",
     }
+
+
+def _removed_mass_claims(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
+    """Removed mass below its KL bound, for every swept method whose spec claims one."""
+    claims = {}
     bounded = [
         (method, kind)
         for kind in BOUND_TEXT
@@ -200,10 +236,11 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
         if get_method(method).removed_mass_bound == kind
     ]
     for method, kind in bounded:
-        flags = [bool(r["chain/removed_mass_bound_holds"]) for r in by(method)]
+        mine = _of(rows, method)
+        flags = [bool(r["chain/removed_mass_bound_holds"]) for r in mine]
         ratios = [
             float(r["ratio/removed_mass"]) / float(r["chain/removed_mass_bound"])
-            for r in by(method)
+            for r in mine
             if r["chain/removed_mass_bound"]
         ]
         claims[f"{method}_removed_mass_below_kl_bound"] = {
@@ -213,10 +250,16 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
             **_fraction(flags),
             "max_removed_over_bound": max(ratios) if ratios else None,
         }
+    return claims
+
+
+def _class_second_moment(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str, Any]:
+    """The weighted class's second moment below Proposition 1's bound (methods whose spec has a
+    class cap)."""
     class_methods = [m for m in config.methods if get_method(m).class_cap is not None]
     in_class = [r for r in rows if r["method"] in class_methods]
     names = ", ".join(m.upper() for m in class_methods)
-    claims["class_second_moment_below_prop1"] = {
+    return {
         "claim": f"{names} second moment <= Prop. 1 bound 8/T (1+eps) L R^2 log|A|",
         "claim_markdown": f"{names} second moment "
         r"$\le \frac{8}{T}(1+\epsilon)LR^2\log\lvert\mathcal{A}\rvert$ (Proposition 1)",
@@ -229,11 +272,15 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
             default=None,
         ),
     }
-    grpo = by("grpo")
+
+
+def _grpo_exceeds(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Vanilla GRPO (outside the class) exceeding Proposition 1's bound where C is large."""
+    grpo = _of(rows, "grpo")
     ratio = [
         float(r["estimator/second_moment"]) / float(r["chain/second_moment_bound"]) for r in grpo
     ]
-    claims["grpo_exceeds_prop1"] = {
+    return {
         "claim": "vanilla GRPO's second moment exceeds Prop. 1's bound when C is large",
         "claim_markdown": "vanilla GRPO's second moment exceeds Proposition 1's bound when "
         r"$\mathcal{C}$ is large",
@@ -242,13 +289,11 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
         "max_ratio_to_bound": max(ratio) if ratio else None,
         "max_C": max((float(r["policy/coverage_C"]) for r in grpo), default=None),
     }
-    claims["kl_drift_bound"] = {
-        "claim": "KL <= (T L / 2) ||theta - theta_behavior||^2 (§4.2 step 3)",
-        "claim_markdown": r"$\mathrm{KL}\le\frac{TL}{2}\Vert\theta-\theta_{\mathrm{behavior}}\Vert^2$"
-        " (§4.2 step 3)",
-        **_fraction([bool(r["chain/kl_drift_bound_holds"]) for r in rows]),
-    }
-    claims["gmc_bias_below_tic"] = gmc_below_tic(stale, config.confidence)
+
+
+def _slope_claims(slopes: list[dict[str, Any]]) -> dict[str, Any]:
+    """GMC's bias shrinks with `G` and TIC's persists, over the stale slopes whose smallest `G`
+    has a significant bias."""
     stale_slopes = [s for s in slopes if s["staleness"] != 0]
 
     def shrinks(s: dict[str, Any]) -> bool:
@@ -256,32 +301,27 @@ def summarise_sweep(rows: list[dict[str, Any]], config: SweepConfig) -> dict[str
             return True
         return bool(s["bias_sq_smallest_G_significant"] and not s["bias_sq_largest_G_significant"])
 
-    gmc_slopes = [
-        s for s in stale_slopes if s["method"] == "gmc" and s["bias_sq_smallest_G_significant"]
-    ]
-    tic_slopes = [
-        s for s in stale_slopes if s["method"] == "tic" and s["bias_sq_smallest_G_significant"]
-    ]
-    claims["gmc_bias_shrinks_with_G"] = {
-        "claim": "GMC's bias shrinks as G grows (slope interval < 0, or vanishes at the largest G)",
-        "claim_markdown": "GMC's bias shrinks as $G$ grows (slope interval $<0$, or vanishes at "
-        "the largest $G$)",
-        **_fraction([shrinks(s) for s in gmc_slopes]),
-        "points_per_fit": sorted({s["n_points"] for s in gmc_slopes}),
-    }
-    claims["tic_bias_persists_with_G"] = {
-        "claim": "TIC's bias persists at the largest G (significantly > 0)",
-        "claim_markdown": "TIC's bias persists at the largest $G$ (significantly $>0$)",
-        **_fraction([bool(s["bias_sq_largest_G_significant"]) for s in tic_slopes]),
-        "points_per_fit": sorted({s["n_points"] for s in tic_slopes}),
-    }
+    def fits(method: str) -> list[dict[str, Any]]:
+        return [
+            s for s in stale_slopes if s["method"] == method and s["bias_sq_smallest_G_significant"]
+        ]
+
+    gmc_slopes, tic_slopes = fits("gmc"), fits("tic")
     return {
-        "num_rows": len(rows),
-        "confidence": config.confidence,
-        "z": z,
-        "group_size_slopes": slopes,
-        "claims": claims,
-        "wall_s_rows": sum(float(r.get("perf/wall_s", 0.0)) for r in rows),
+        "gmc_bias_shrinks_with_G": {
+            "claim": "GMC's bias shrinks as G grows (slope interval < 0, or vanishes at the "
+            "largest G)",
+            "claim_markdown": "GMC's bias shrinks as $G$ grows (slope interval $<0$, or vanishes "
+            "at the largest $G$)",
+            **_fraction([shrinks(s) for s in gmc_slopes]),
+            "points_per_fit": sorted({s["n_points"] for s in gmc_slopes}),
+        },
+        "tic_bias_persists_with_G": {
+            "claim": "TIC's bias persists at the largest G (significantly > 0)",
+            "claim_markdown": "TIC's bias persists at the largest $G$ (significantly $>0$)",
+            **_fraction([bool(s["bias_sq_largest_G_significant"]) for s in tic_slopes]),
+            "points_per_fit": sorted({s["n_points"] for s in tic_slopes}),
+        },
     }
 
 

@@ -1,5 +1,12 @@
 """Analysis of toy training experiments: the paper's orderings with intervals, and the eps* fit.
 
+An experiment's records are read once (`load_experiment_records`: the results table, every
+point's `summary.json`, and for `gmc_tic_gap` the tracked runs' first-order splits) into an
+`ExperimentRecords`; the statistics below take those numbers (`PerSeed`: per point, per seed,
+its metrics) and return numbers with intervals, opening no file. `ANALYSES` maps each
+experiment kind to its analysis, the one place that dispatches on the kind; `analyse` is the
+whole step (load, then `analyse_records`). The report text is `toy_mdps.train.report`.
+
 Every comparison between two methods is **paired over seeds**: the learners of one seed share
 the initial parameters and the generator seed, so the per-seed difference of a metric is
 summarised with a Student-t interval (`gmc_grpo.stats.paired_difference`). Verdicts
@@ -30,6 +37,8 @@ vary in both `tau4` and `N`. The same is repeated with the `eps` of the best fin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,24 +50,89 @@ from toy_mdps.train.config import ExperimentConfig
 from toy_mdps.train.workers_analysis import delay_regularity_analysis, mixed_delay_analysis
 
 SIMILAR_TOL = 0.01
+"""equivalence margin of "similar at D = 0": 1% of the reward range (rewards lie in [0, 1])"""
 TIE_RTOL = 1e-9
+"""relative tolerance for tied metric values (GMC equals IS once the cap is never hit)"""
+LAG_RATIO_LIMIT = 1.5
+"""criterion of "mean realised lag comparable across methods": max / min at most this"""
 PAPER_TAU4_EXPONENT = 1.0 / 7.0
 PAPER_N_EXPONENT = -3.0 / 14.0
+GAP_METHODS = ("gmc", "tic")
+"""the pair of `gmc_tic_gap` (§4.3's comparison)"""
+PAPER_ORDER = ("gmc", "tic", "grpo")
+"""the paper's ordering under delay (Table 3): GMC >= TIC >= GRPO"""
 # the convergence metric `(1/N) sum ||grad J(theta_n)||^2` as a formula (Markdown reports)
 CONVERGENCE_LATEX = r"$\frac{1}{N}\sum_n\Vert\nabla J(\theta_n)\Vert^2$"
 
+PerSeed = Mapping[str, Mapping[str, Mapping[str, float]]]
+"""per point, per seed, its metrics: each point's `summary.json["per_seed"]`"""
 
-def _per_seed(out_dir: Path, point: str, key: str) -> dict[str, float]:
-    summary = read_json(out_dir / point / "summary.json")
-    return {seed: values[key] for seed, values in summary["per_seed"].items()}
+
+# ----------------------------------------------------------------------------------------------
+# The records, read once
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExperimentRecords:
+    """A finished experiment's records, read once (`load_experiment_records`): what every
+    analysis takes, so that no statistic opens a file."""
+
+    config: ExperimentConfig
+    rows: list[dict[str, Any]]
+    """the results table: one row per point (`toy_mdps.train.run.result_row`)"""
+    summaries: dict[str, dict[str, Any]]
+    """point -> its `summary.json` (per seed and mean over seeds)"""
+    first_order: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """point -> the first-order split of its metric (`theory.measured.run_bounds`), for the
+    tracked GMC and TIC runs of a `gmc_tic_gap` experiment"""
+
+    @property
+    def per_seed(self) -> dict[str, Mapping[str, Mapping[str, float]]]:
+        """Per point, per seed, its metrics (`PerSeed`)."""
+        return {point: summary["per_seed"] for point, summary in self.summaries.items()}
+
+
+def load_experiment_records(
+    config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path
+) -> ExperimentRecords:
+    """Read every point's `summary.json` below `out_dir` (and, for an analysis that compares
+    first-order splits, the tracked runs' bounds) once."""
+    out_dir = Path(out_dir)
+    summaries = {
+        label: read_json(out_dir / label / "summary.json") for label, _, _ in config.points()
+    }
+    first_order = {}
+    if ANALYSES[config.kind].reads_bounds:
+        first_order = _first_order_splits(rows, out_dir)
+    return ExperimentRecords(config, rows, summaries, first_order)
+
+
+def _first_order_splits(rows: list[dict[str, Any]], out_dir: Path) -> dict[str, dict[str, Any]]:
+    """The first-order split of each tracked GMC / TIC run (`theory.measured.run_bounds`)."""
+    from theory.measured import is_tracked_run, run_bounds
+
+    out = {}
+    for row in rows:
+        point = row["point"]
+        if row["method"] in GAP_METHODS and is_tracked_run(out_dir / point):
+            split = run_bounds(out_dir / point).first_order
+            if split:
+                out[point] = split
+    return out
+
+
+def seed_values(per_seed: PerSeed, point: str, key: str) -> dict[str, float]:
+    """`key` of each seed of `point`."""
+    return {seed: values[key] for seed, values in per_seed[point].items()}
 
 
 def paired_difference(
-    out_dir: Path, point_a: str, point_b: str, key: str, level: float = 0.95
+    per_seed: PerSeed, point_a: str, point_b: str, key: str, level: float = 0.95
 ) -> dict[str, float]:
     """t-interval of the per-seed difference `key(a) - key(b)` (seeds present in both)."""
     return stats.paired_difference(
-        _per_seed(out_dir, point_a, key), _per_seed(out_dir, point_b, key), level
+        seed_values(per_seed, point_a, key), seed_values(per_seed, point_b, key), level
     )
 
 
@@ -107,7 +181,7 @@ def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:
 
 
 def _ordering(
-    out_dir: Path,
+    per_seed: PerSeed,
     claim: str,
     chain: list[str],
     rows_of: dict[str, dict[str, Any]],
@@ -116,12 +190,13 @@ def _ordering(
     larger_is_better: bool = True,
     claim_markdown: str | None = None,
 ) -> dict[str, Any]:
-    """`chain[0] >= chain[1] >= ...` on `key` (or `<=` when smaller is better); `claim` is plain
-    text, `claim_markdown` the same with `$...$` formulas (default: `claim`)."""
+    """`chain[0] >= chain[1] >= ...` on `key` (or `<=` when smaller is better), each step paired
+    over seeds; `claim` is plain text, `claim_markdown` the same with `$...$` formulas (default:
+    `claim`)."""
     diffs = []
     parts = []
     for hi, lo in zip(chain, chain[1:], strict=False):
-        d = paired_difference(out_dir, rows_of[hi]["point"], rows_of[lo]["point"], key, level)
+        d = paired_difference(per_seed, rows_of[hi]["point"], rows_of[lo]["point"], key, level)
         diffs.append(d)
         parts.append(f"{hi} - {lo} = {fmt(d, 4)}")
     return {
@@ -134,64 +209,123 @@ def _ordering(
     }
 
 
-def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
-    """The experiment's summary: the results table, and per kind the orderings or the fit."""
+# ----------------------------------------------------------------------------------------------
+# One analysis per experiment kind
+# ----------------------------------------------------------------------------------------------
+
+
+def _delay_sweep(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    return {"orderings": delay_orderings(records.rows, records.per_seed, level)}
+
+
+def _group_size(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    return {"orderings": group_orderings(records.rows, records.per_seed, level)}
+
+
+def _length_coupled(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    return {"orderings": length_orderings(records.rows, records.per_seed, level)}
+
+
+def _eps_star(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    return {"eps_star": eps_star_fit(records.rows, records.per_seed, level)}
+
+
+def _gmc_tic_gap(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    gap = gmc_tic_gap(records.rows, records.per_seed, level, records.first_order)
+    return {"gap": gap, "orderings": [g["ordering"] for g in gap]}
+
+
+def _mixed_delay(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    analysis = mixed_delay_analysis(records.config, records.summaries, level)
+    orderings = analysis.pop("orderings")
+    return {"mixed_delay": analysis, "orderings": orderings}
+
+
+def _delay_regularity(records: ExperimentRecords, level: float) -> dict[str, Any]:
+    analysis = delay_regularity_analysis(records.config, records.summaries, level)
+    orderings = analysis.pop("orderings")
+    return {"delay_regularity": analysis, "orderings": orderings}
+
+
+@dataclass(frozen=True)
+class KindAnalysis:
+    """What the summary of one experiment kind adds to the results table."""
+
+    analyse: Callable[[ExperimentRecords, float], dict[str, Any]]
+    """`(records, confidence level) -> the summary's keys` (`orderings`, `eps_star`, ...)"""
+    reads_bounds: bool = False
+    """it compares the tracked runs' first-order splits (`ExperimentRecords.first_order`)"""
+
+
+ANALYSES: dict[str, KindAnalysis] = {
+    "runs": KindAnalysis(lambda records, level: {}),  # the results table only
+    "delay_sweep": KindAnalysis(_delay_sweep),
+    "group_size": KindAnalysis(_group_size),
+    "length_coupled": KindAnalysis(_length_coupled),
+    "eps_star": KindAnalysis(_eps_star),
+    "gmc_tic_gap": KindAnalysis(_gmc_tic_gap, reads_bounds=True),
+    "mixed_delay": KindAnalysis(_mixed_delay),
+    "delay_regularity": KindAnalysis(_delay_regularity),
+}
+"""experiment kind (`ExperimentConfig.kind`) -> its analysis: the one dispatch on the kind"""
+
+
+def analyse_records(records: ExperimentRecords) -> dict[str, Any]:
+    """The experiment's summary: the results table, and its kind's orderings or fit."""
+    config = records.config
     out: dict[str, Any] = {
         "name": config.name,
         "kind": config.kind,
         "description": config.description,
-        "num_points": len(rows),
-        "results": rows,
+        "num_points": len(records.rows),
+        "results": records.rows,
         "orderings": [],
     }
-    level = config.confidence
-    if config.kind == "delay_sweep":
-        out["orderings"] = _delay_orderings(rows, out_dir, level)
-    elif config.kind == "group_size":
-        out["orderings"] = _group_orderings(rows, out_dir, level)
-    elif config.kind == "length_coupled":
-        out["orderings"] = _length_orderings(rows, out_dir, level)
-    elif config.kind == "eps_star":
-        out["eps_star"] = eps_star_fit(rows, out_dir, level)
-    elif config.kind == "gmc_tic_gap":
-        out["gap"] = gmc_tic_gap(rows, out_dir, level)
-        out["orderings"] = [g["ordering"] for g in out["gap"]]
-    elif config.kind == "mixed_delay":
-        out["mixed_delay"] = mixed_delay_analysis(config, out_dir, level)
-        out["orderings"] = out["mixed_delay"].pop("orderings")
-    elif config.kind == "delay_regularity":
-        out["delay_regularity"] = delay_regularity_analysis(config, out_dir, level)
-        out["orderings"] = out["delay_regularity"].pop("orderings")
+    out.update(ANALYSES[config.kind].analyse(records, config.confidence))
     return out
 
+
+def analyse(config: ExperimentConfig, rows: list[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
+    """The summary of the experiment in `out_dir` (`load_experiment_records`, then
+    `analyse_records`)."""
+    return analyse_records(load_experiment_records(config, rows, out_dir))
+
+
+# ----------------------------------------------------------------------------------------------
+# The statistics: data in, numbers with intervals out
+# ----------------------------------------------------------------------------------------------
 
 PAIR_KEYS = ("delay", "schedule", "group_size", "eps", "total_steps", "lr")
 
 
-def gmc_tic_gap(rows: list[dict[str, Any]], out_dir: Path, level: float = 0.95) -> list[dict]:
+def gmc_tic_gap(
+    rows: list[dict[str, Any]],
+    per_seed: PerSeed,
+    level: float = 0.95,
+    first_order: Mapping[str, dict[str, Any]] | None = None,
+) -> list[dict]:
     """GMC's convergence metric over TIC's at each grid point, beside the theory's factors.
 
     Per GMC point, the TIC point with the same `PAIR_KEYS`: the per-seed ratio of
     `(1/N) sum ||grad J||^2`, paired over seeds (t-interval of the log-ratio, exponentiated),
     with the verdict of "GMC below TIC" (`verdict` on the log-ratio); the theory's factors at
     that `eps`: `(c_eps / log(1+2eps))^(2/5)` (the delay terms after tuning `eta` per method,
-    §4.3) and `c_eps / log(1+2eps)` (the removed-mass bounds' ratio at equal KL); and, for runs
-    that tracked their bound quantities, the first-order split of each metric
-    (`theory.measured.first_order_identity`): the share of the bias term `-(T/N) sum <grad J, b>`
-    in the metric, and GMC's bias term over TIC's.
+    §4.3) and `c_eps / log(1+2eps)` (the removed-mass bounds' ratio at equal KL); and, where
+    both runs tracked their bound quantities (`first_order`: point -> its first-order split,
+    `theory.measured.first_order_identity`), the share of the bias term
+    `-(T/N) sum <grad J, b>` in each metric and GMC's bias term over TIC's.
     """
-    import numpy as np
-
     from theory.constants import c_eps, gmc_denominator, improvement_factor
-    from theory.measured import is_tracked_run, run_bounds
 
+    first_order = first_order or {}
+    gmc_name, tic_name = GAP_METHODS
     out = []
-    for gmc in (r for r in rows if r["method"] == "gmc"):
-        tic = _find(rows, method="tic", **{k: gmc[k] for k in PAIR_KEYS})
+    for gmc in (r for r in rows if r["method"] == gmc_name):
+        tic = _find(rows, method=tic_name, **{k: gmc[k] for k in PAIR_KEYS})
         if tic is None:
             continue
-        a = _per_seed(out_dir, gmc["point"], "convergence_metric")
-        b = _per_seed(out_dir, tic["point"], "convergence_metric")
+        a = seed_values(per_seed, gmc["point"], "convergence_metric")
+        b = seed_values(per_seed, tic["point"], "convergence_metric")
         log_ratio = stats.t_interval([math.log(a[k] / b[k]) for k in a if k in b], level)
         ratio = {k: math.exp(log_ratio[k]) for k in ("mean", "lo", "hi")}
         entry: dict[str, Any] = {
@@ -202,23 +336,13 @@ def gmc_tic_gap(rows: list[dict[str, Any]], out_dir: Path, level: float = 0.95) 
             "theory_tuned_factor": float(improvement_factor(gmc["eps"])),
             "theory_denominator_ratio": float(c_eps(gmc["eps"]) / gmc_denominator(gmc["eps"])),
         }
-        shares = {}
-        for method, point in (("gmc", gmc["point"]), ("tic", tic["point"])):
-            if is_tracked_run(out_dir / point):
-                split = run_bounds(out_dir / point).first_order
-                if split:
-                    shares[method] = split
+        shares = {
+            method: first_order[point]
+            for method, point in (("gmc", gmc["point"]), ("tic", tic["point"]))
+            if point in first_order
+        }
         if len(shares) == 2:
-            entry["bias_share"] = {
-                m: shares[m]["bias"]["mean"] / shares[m]["total"]["mean"] for m in shares
-            }
-            entry["first_order"] = {
-                m: {k: shares[m][k] for k in ("total", "progress", "curvature", "bias", "residual")}
-                for m in shares
-            }
-            entry["bias_term_ratio"] = float(
-                np.divide(shares["gmc"]["bias"]["mean"], shares["tic"]["bias"]["mean"])
-            )
+            entry.update(_bias_shares(shares))
         detail = (
             f"GMC/TIC = {fmt(ratio, 3)} (paired over {log_ratio['n']} seeds); theory "
             f"{entry['theory_tuned_factor']:.3f} after tuning eta, "
@@ -236,19 +360,36 @@ def gmc_tic_gap(rows: list[dict[str, Any]], out_dir: Path, level: float = 0.95) 
     return out
 
 
-def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
+def _bias_shares(shares: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """From GMC's and TIC's first-order splits: each one's bias share of its metric, the splits'
+    terms, and GMC's bias term over TIC's."""
+    return {
+        "bias_share": {m: shares[m]["bias"]["mean"] / shares[m]["total"]["mean"] for m in shares},
+        "first_order": {
+            m: {k: shares[m][k] for k in ("total", "progress", "curvature", "bias", "residual")}
+            for m in shares
+        },
+        "bias_term_ratio": float(
+            np.divide(shares["gmc"]["bias"]["mean"], shares["tic"]["bias"]["mean"])
+        ),
+    }
+
+
+def delay_orderings(rows: list[dict[str, Any]], per_seed: PerSeed, level: float) -> list[dict]:
+    """A delay sweep's claims: GMC >= TIC >= GRPO at the largest delay (final `J`, and `<=` on
+    the convergence metric); and, with `D = 0` swept, the three similar there (equivalence
+    within `SIMILAR_TOL`) and GRPO degrading from `D = 0` to the largest delay."""
     delays = sorted({r["delay"] for r in rows})
-    result = []
-    methods = {r["method"] for r in rows}
-    if not {"gmc", "tic", "grpo"} <= methods:
+    result: list[dict] = []
+    if not set(PAPER_ORDER) <= {r["method"] for r in rows}:
         return result
     big = delays[-1]
-    at_big = {m: _find(rows, method=m, delay=big) for m in ("gmc", "tic", "grpo")}
+    at_big = {m: _find(rows, method=m, delay=big) for m in PAPER_ORDER}
     result.append(
         _ordering(
-            out_dir,
+            per_seed,
             f"GMC >= TIC >= GRPO, final J, D = {big}",
-            ["gmc", "tic", "grpo"],
+            list(PAPER_ORDER),
             at_big,
             "final_objective",
             level,
@@ -257,9 +398,9 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
     )
     result.append(
         _ordering(
-            out_dir,
+            per_seed,
             f"GMC <= TIC <= GRPO, (1/N) sum ||grad J||^2, D = {big}",
-            ["gmc", "tic", "grpo"],
+            list(PAPER_ORDER),
             at_big,
             "convergence_metric",
             level,
@@ -268,65 +409,82 @@ def _delay_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
         )
     )
     if 0 in delays:
-        at_zero = {m: _find(rows, method=m, delay=0) for m in ("gmc", "tic", "grpo")}
-        diffs, parts = [], []
-        for a, b in (("gmc", "tic"), ("gmc", "grpo"), ("tic", "grpo")):
-            d = paired_difference(
-                out_dir, at_zero[a]["point"], at_zero[b]["point"], "final_objective", level
-            )
-            diffs.append(d)
-            parts.append(f"{a} - {b} = {fmt(d, 4)}")
-        result.append(
-            {
-                "claim": "GMC, TIC, GRPO similar at D = 0 (final J)",
-                "claim_markdown": "GMC, TIC, GRPO similar at $D = 0$ (final $J$)",
-                "metric": "final_objective",
-                "verdict": equivalence_verdict(diffs, SIMILAR_TOL),
-                "differences": diffs,
-                "detail": "; ".join(parts) + f" (equivalence margin +-{SIMILAR_TOL})",
-            }
-        )
-        grpo0, grpo_big = at_zero["grpo"], at_big["grpo"]
-        d = paired_difference(out_dir, grpo0["point"], grpo_big["point"], "final_objective", level)
-        result.append(
-            {
-                "claim": f"GRPO degrades from D = 0 to D = {big} (final J)",
-                "claim_markdown": f"GRPO degrades from $D = 0$ to $D = {big}$ (final $J$)",
-                "metric": "final_objective",
-                "verdict": verdict([d]),
-                "differences": [d],
-                "detail": f"D=0: {grpo0['final_objective']:.3f}, "
-                f"D={big}: {grpo_big['final_objective']:.3f}; D=0 - D={big} = {fmt(d, 4)}",
-            }
-        )
+        at_zero = {m: _find(rows, method=m, delay=0) for m in PAPER_ORDER}
+        result.append(_similar_at_zero(at_zero, per_seed, level))
+        result.append(_grpo_degrades(at_zero["grpo"], at_big["grpo"], big, per_seed, level))
     return result
 
 
-def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
+def _similar_at_zero(
+    at_zero: dict[str, dict[str, Any]], per_seed: PerSeed, level: float
+) -> dict[str, Any]:
+    """GMC, TIC and GRPO similar at `D = 0`: every pair's paired difference of final `J`
+    within `+-SIMILAR_TOL` (`equivalence_verdict`)."""
+    diffs, parts = [], []
+    for a, b in (("gmc", "tic"), ("gmc", "grpo"), ("tic", "grpo")):
+        d = paired_difference(
+            per_seed, at_zero[a]["point"], at_zero[b]["point"], "final_objective", level
+        )
+        diffs.append(d)
+        parts.append(f"{a} - {b} = {fmt(d, 4)}")
+    return {
+        "claim": "GMC, TIC, GRPO similar at D = 0 (final J)",
+        "claim_markdown": "GMC, TIC, GRPO similar at $D = 0$ (final $J$)",
+        "metric": "final_objective",
+        "verdict": equivalence_verdict(diffs, SIMILAR_TOL),
+        "differences": diffs,
+        "detail": "; ".join(parts) + f" (equivalence margin +-{SIMILAR_TOL})",
+    }
+
+
+def _grpo_degrades(
+    grpo0: dict[str, Any], grpo_big: dict[str, Any], big: int, per_seed: PerSeed, level: float
+) -> dict[str, Any]:
+    """GRPO's final `J` lower at the largest delay than at `D = 0`, paired over seeds."""
+    d = paired_difference(per_seed, grpo0["point"], grpo_big["point"], "final_objective", level)
+    return {
+        "claim": f"GRPO degrades from D = 0 to D = {big} (final J)",
+        "claim_markdown": f"GRPO degrades from $D = 0$ to $D = {big}$ (final $J$)",
+        "metric": "final_objective",
+        "verdict": verdict([d]),
+        "differences": [d],
+        "detail": f"D=0: {grpo0['final_objective']:.3f}, "
+        f"D={big}: {grpo_big['final_objective']:.3f}; D=0 - D={big} = {fmt(d, 4)}",
+    }
+
+
+GROUP_METRICS = (
+    ("mean_objective", "mean J over training", "mean $J$ over training"),
+    ("objective_at_quarter", "J at N/4", "$J$ at $N/4$"),
+    ("final_objective", "final J", "final $J$"),
+)
+"""the group-size study's metrics: key, plain name, Markdown name"""
+
+
+def group_orderings(rows: list[dict[str, Any]], per_seed: PerSeed, level: float) -> list[dict]:
+    """A group-size study's claims: larger `G` helps GMC more than TIC, per metric of
+    `GROUP_METRICS`: the change of the GMC - TIC gap from the smallest to the largest `G`,
+    paired over seeds (a difference of differences)."""
     sizes = sorted({r["group_size"] for r in rows})
-    result = []
-    gaps: dict[int, dict[str, dict[str, float]]] = {}
+    result: list[dict] = []
+    points: dict[int, dict[str, str]] = {}
     for g in sizes:
         gmc, tic = _find(rows, method="gmc", group_size=g), _find(rows, method="tic", group_size=g)
-        if gmc is None or tic is None:
-            continue
-        gaps[g] = {
-            key: paired_difference(out_dir, gmc["point"], tic["point"], key, level)
-            for key in ("final_objective", "mean_objective", "objective_at_quarter")
-        }
-    if len(gaps) < 2:
+        if gmc is not None and tic is not None:
+            points[g] = {"gmc": gmc["point"], "tic": tic["point"]}
+    if len(points) < 2:
         return result
+    gaps = {
+        g: {
+            key: paired_difference(per_seed, p["gmc"], p["tic"], key, level)
+            for key, _, _ in GROUP_METRICS
+        }
+        for g, p in points.items()
+    }
     small, large = min(gaps), max(gaps)
-    for key, name, name_markdown in (
-        ("mean_objective", "mean J over training", "mean $J$ over training"),
-        ("objective_at_quarter", "J at N/4", "$J$ at $N/4$"),
-        ("final_objective", "final J", "final $J$"),
-    ):
-        # difference of differences, paired over seeds
-        gmc_s = _per_seed(out_dir, _find(rows, method="gmc", group_size=small)["point"], key)
-        tic_s = _per_seed(out_dir, _find(rows, method="tic", group_size=small)["point"], key)
-        gmc_l = _per_seed(out_dir, _find(rows, method="gmc", group_size=large)["point"], key)
-        tic_l = _per_seed(out_dir, _find(rows, method="tic", group_size=large)["point"], key)
+    for key, name, name_markdown in GROUP_METRICS:
+        gmc_s, tic_s = (seed_values(per_seed, points[small][m], key) for m in ("gmc", "tic"))
+        gmc_l, tic_l = (seed_values(per_seed, points[large][m], key) for m in ("gmc", "tic"))
         dd = stats.t_interval(
             [(gmc_l[s] - tic_l[s]) - (gmc_s[s] - tic_s[s]) for s in gmc_s if s in gmc_l],
             level,
@@ -346,8 +504,10 @@ def _group_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) ->
     return result
 
 
-def _length_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -> list[dict]:
-    result = []
+def length_orderings(rows: list[dict[str, Any]], per_seed: PerSeed, level: float) -> list[dict]:
+    """Length-coupled delays: the methods' mean realised lags comparable (max / min at most
+    `LAG_RATIO_LIMIT`), and GMC >= TIC >= GRPO on final `J`."""
+    result: list[dict] = []
     rows_of = {r["method"]: r for r in rows}
     lags = [r["lag_mean"] for r in rows]
     if lags:
@@ -356,17 +516,17 @@ def _length_orderings(rows: list[dict[str, Any]], out_dir: Path, level: float) -
             {
                 "claim": "mean realised lag comparable across methods",
                 "metric": "lag_mean",
-                "verdict": "holds" if ratio <= 1.5 else "does not hold",
+                "verdict": "holds" if ratio <= LAG_RATIO_LIMIT else "does not hold",
                 "detail": ", ".join(f"{r['method']}: {r['lag_mean']:.1f}" for r in rows)
-                + f" (max/min {ratio:.2f}; criterion <= 1.5)",
+                + f" (max/min {ratio:.2f}; criterion <= {LAG_RATIO_LIMIT})",
             }
         )
-    if {"gmc", "tic", "grpo"} <= set(rows_of):
+    if set(PAPER_ORDER) <= set(rows_of):
         result.append(
             _ordering(
-                out_dir,
+                per_seed,
                 "GMC >= TIC >= GRPO, final J, length-coupled delays",
-                ["gmc", "tic", "grpo"],
+                list(PAPER_ORDER),
                 rows_of,
                 "final_objective",
                 level,
@@ -409,7 +569,7 @@ def interior_test(
     cell: list[dict[str, Any]],
     key: str,
     best: dict[str, Any],
-    out_dir: Path,
+    per_seed: PerSeed,
     minimise: bool = True,
     level: float = 0.95,
 ) -> dict[str, Any]:
@@ -431,7 +591,7 @@ def interior_test(
     else:
         neighbours = [best_i + 1] if best_i + 1 < len(eps) else []
     diffs = [
-        paired_difference(out_dir, cell[j]["point"], cell[best_i]["point"], key, level)
+        paired_difference(per_seed, cell[j]["point"], cell[best_i]["point"], key, level)
         for j in neighbours
     ]
     worse = verdict(diffs, sign)
@@ -483,14 +643,14 @@ def _fit_exponents(cells: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 
 def eps_star_fit(
-    rows: list[dict[str, Any]], out_dir: Path | None = None, level: float = 0.95
+    rows: list[dict[str, Any]], per_seed: PerSeed | None = None, level: float = 0.95
 ) -> dict[str, Any]:
     """`eps*` per `(N, D)` and the least-squares exponents (see the module docstring).
 
     The top-level keys describe the paper's criterion (minimum convergence metric);
     `objective_fit` repeats the fit for the `eps` with the best final `J` (a second view). With
-    `out_dir` (the experiment folder), each cell also gets `interior_test` for both criteria:
-    is its `eps*` interior, paired over seeds against both neighbours (`interior_test`)?
+    `per_seed` (the points' per-seed metrics), each cell also gets `interior_test` for both
+    criteria: is its `eps*` interior, paired over seeds against both neighbours?
     """
     cells: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for row in rows:
@@ -505,12 +665,12 @@ def eps_star_fit(
         final = [r["final_objective"] for r in cell]
         by_conv = best_eps(eps, conv, minimise=True)
         by_final = best_eps(eps, final, minimise=False)
-        if out_dir is not None:
+        if per_seed is not None:
             by_conv["interior_test"] = interior_test(
-                cell, "convergence_metric", by_conv, out_dir, True, level
+                cell, "convergence_metric", by_conv, per_seed, True, level
             )
             by_final["interior_test"] = interior_test(
-                cell, "final_objective", by_final, out_dir, False, level
+                cell, "final_objective", by_final, per_seed, False, level
             )
         table.append(
             {
@@ -535,118 +695,3 @@ def eps_star_fit(
         "objective_fit": _fit_exponents(table, "by_final_objective"),
     }
     return fit
-
-
-def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefix: str) -> str:
-    """The report section of one experiment (tables, verdicts, figure links under `prefix`)."""
-    lines = [f"### {config.name} ({config.kind})", ""]
-    if config.description:
-        lines += [config.description, ""]
-    rows = summary["results"]
-    seeds = rows[0]["num_seeds"] if rows else 0
-    lines += [
-        f"{len(rows)} runs, {seeds} seeds each; mean [95% t-interval over seeds].",
-        "",
-        f"| point | final $J$ | {CONVERGENCE_LATEX} | mean lag |",
-        "| --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        final = {
-            k: r[f"final_objective{s}"] for k, s in (("mean", ""), ("lo", "_lo"), ("hi", "_hi"))
-        }
-        conv = {
-            k: r[f"convergence_metric{s}"] for k, s in (("mean", ""), ("lo", "_lo"), ("hi", "_hi"))
-        }
-        lines.append(f"| `{r['point']}` | {fmt(final)} | {fmt(conv, 5)} | {r['lag_mean']:.1f} |")
-    if summary.get("orderings"):
-        lines += ["", "| claim | verdict | detail |", "| --- | --- | --- |"]
-        for o in summary["orderings"]:
-            claim = o.get("claim_markdown", o["claim"])
-            lines.append(f"| {claim} | {o['verdict']} | {o['detail']} |")
-    gaps = summary.get("gap")
-    if gaps:
-        lines += [
-            "",
-            "GMC over TIC, paired over seeds (ratio of the convergence metric, 95% interval), "
-            "beside the theory's factors and, for tracked runs, the share of the bias term "
-            "$-\\frac{T}{N}\\sum_n\\langle\\nabla J(\\theta_n), b_n\\rangle$ in each metric "
-            "(first-order split, `theory.measured`):",
-            "",
-            "| $D$ | $\\epsilon$ | $\\eta$ | GMC / TIC | theory, tuned $\\eta$ "
-            "| $c_\\epsilon / \\log(1+2\\epsilon)$ | bias share TIC | bias share GMC "
-            "| GMC bias term / TIC's |",
-            "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for g in gaps:
-            share = g.get("bias_share", {})
-            lines.append(
-                f"| {g['delay']} | {g['eps']:g} | {g['lr']:g} | {fmt(g['ratio'], 3)} "
-                f"| {g['theory_tuned_factor']:.3f} | {g['theory_denominator_ratio']:.4f} "
-                f"| {_pct(share.get('tic'))} | {_pct(share.get('gmc'))} "
-                f"| {_num(g.get('bias_term_ratio'))} |"
-            )
-    fit = summary.get("eps_star")
-    if fit:
-        lines += [
-            "",
-            r"| $N$ | $D$ | $\bar\tau_4$ | $\epsilon^\star$ (min. convergence metric) "
-            r"| $\epsilon^\star$ (max. final $J$) |",
-        ]
-        lines += ["| --- | --- | --- | --- | --- |"]
-        for t in fit["table"]:
-            lines.append(
-                f"| {t['total_steps']} | {t['delay']} | {t['tau4']:.3g} "
-                f"| {_star_text(t['by_convergence'])} | {_star_text(t['by_final_objective'])} |"
-            )
-        for name, part in (
-            ("minimum convergence metric (the paper's criterion)", fit),
-            ("maximum final J", fit["objective_fit"]),
-        ):
-            lines += ["", _fit_text(name, part, len(fit["table"]))]
-    for fig in summary.get("figures", []):
-        if fig.endswith(".png"):
-            lines += ["", f"![{Path(fig).stem}]({prefix}/{fig})"]
-    return "\n".join(lines) + "\n"
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}%"
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.3g}"
-
-
-def _star_text(best: dict[str, Any]) -> str:
-    star = f"{best['eps_star']:.3g}"
-    if best["censored"] == "above":
-        text = rf"$\ge {star}$ (largest $\epsilon$ best)"
-    elif best["censored"] == "below":
-        text = rf"$\le {star}$ (smallest $\epsilon$ best)"
-    else:
-        text = star
-    test = best.get("interior_test")
-    if test:
-        diffs = ", ".join(
-            rf"$\epsilon = {e:g}$: {fmt(d, 4)}"
-            for e, d in zip(test["neighbours"], test["differences"], strict=True)
-        )
-        text += f"; interior: {test['verdict']} (neighbour - best: {diffs})"
-    return text
-
-
-def _fit_text(name: str, part: dict[str, Any], cells: int) -> str:
-    if "tau4_exponent" not in part:
-        return (
-            rf"$\epsilon^\star$ by {name}: no exponent fit, {part['censored_cells']} of {cells} "
-            r"cells have their optimum at an edge of the $\epsilon$ grid (censored), too few "
-            "interior optima (at least 4 needed; paper: $a = 1/7$, $b = -3/14$)."
-        )
-    return (
-        rf"$\epsilon^\star$ by {name}: $\log\epsilon^\star = c + a\log\bar\tau_4 + b\log N$ "
-        f"gives $a = {part['tau4_exponent']:.3f}$ (se {part['tau4_exponent_se']:.3f}; paper "
-        f"$1/7 = {PAPER_TAU4_EXPONENT:.3f}$), $b = {part['n_exponent']:.3f}$ (se "
-        f"{part['n_exponent_se']:.3f}; paper $-3/14 = {PAPER_N_EXPONENT:.3f}$), over the "
-        f"{part['num_cells']} cells with an interior optimum ({part['censored_cells']} censored "
-        "cells left out)."
-    )

@@ -1,6 +1,7 @@
 """Analysis of the worker-schedule experiments (issue 17): mixed lags, and delay regularity.
 
-Both read the finished points of an experiment (each point's `summary.json`) and compare
+Both take the finished points of an experiment (each point's `summary.json`, read once by
+`toy_mdps.train.analysis.load_experiment_records`) and compare
 **paired over seeds**: the runs of one seed share `theta_0`, the sampling generator and, under
 constant or exponential generation times, the lags, so per-seed differences carry the
 comparison and get Student-t intervals (`gmc_grpo.stats`). A comparison "holds" when its 95%
@@ -33,13 +34,12 @@ GMC - TIC is compared per generation-time model.
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from gmc_grpo import stats
-from gmc_grpo.records import read_json
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
 
 MIN_GROUPS = 50
@@ -50,10 +50,6 @@ LARGER_IS_BETTER = {"final_objective": True, "convergence_metric": False}
 
 def _point_configs(config: ExperimentConfig) -> dict[str, tuple[TrainConfig, dict[str, Any]]]:
     return {label: (cfg, varied) for label, cfg, varied in config.points()}
-
-
-def _summaries(out_dir: Path, labels: list[str]) -> dict[str, dict[str, Any]]:
-    return {label: read_json(out_dir / label / "summary.json") for label in labels}
 
 
 def _per_seed(summary: dict[str, Any], key: str) -> dict[str, float]:
@@ -87,16 +83,17 @@ def interpolate_in_log_tau4(
 
 
 def mixed_delay_analysis(
-    config: ExperimentConfig, out_dir: Path, level: float = 0.95
+    config: ExperimentConfig, summaries: Mapping[str, dict[str, Any]], level: float = 0.95
 ) -> dict[str, Any]:
-    """The comparisons of a `mixed_delay` experiment (module docstring).
+    """The comparisons of a `mixed_delay` experiment (module docstring), from each point's
+    `summary.json` (`summaries`: point label -> summary, `toy_mdps.train.analysis.
+    load_experiment_records`).
 
     Returns `{"methods": {method: {"uniform": [...], "mixed": [...]}}, "comparisons": [...],
     "orderings": [...]}`: per point its realised lag moments and metrics (mean and interval over
     seeds), and per mixed variant the paired differences with their intervals.
     """
     points = _point_configs(config)
-    summaries = _summaries(out_dir, list(points))
     methods: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for label, (cfg, varied) in points.items():
         summary = summaries[label]
@@ -140,7 +137,7 @@ def _mixed_comparisons(
     method: str,
     mixed: dict[str, Any],
     uniform: list[dict[str, Any]],
-    summaries: dict[str, dict[str, Any]],
+    summaries: Mapping[str, dict[str, Any]],
     level: float,
 ) -> list[dict[str, Any]]:
     mixed_summary = summaries[mixed["point"]]
@@ -201,7 +198,7 @@ def _mixed_comparisons(
 
 def _method_gaps(
     methods: dict[str, dict[str, list[dict[str, Any]]]],
-    summaries: dict[str, dict[str, Any]],
+    summaries: Mapping[str, dict[str, Any]],
     level: float,
 ) -> list[dict[str, Any]]:
     """GMC - TIC per variant (paired over seeds), final J and convergence metric."""
@@ -260,48 +257,90 @@ def regularity_of_point(
     seeds = record["per_seed"]
     H = int(record["max_lag"])
     time_count = np.asarray(record["time_count"], dtype=float)
-    rows: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "lag",
-            "groups",
-            "lhs",
-            "lhs_lo",
-            "lhs_hi",
-            "rhs",
-            "rhs_lo",
-            "rhs_hi",
-            "rhs_time",
-            "difference",
-            "difference_lo",
-            "difference_hi",
-            "relative",
-        )
+    out: dict[str, Any] = {
+        "per_lag": _regularity_per_lag(seeds, H, time_count, level, min_groups),
+        "max_lag": H,
     }
+    pooled, pooled_time = _pooled_log_ratios(seeds, time_count)
+    for name, values in (("pooled", pooled), ("pooled_time", pooled_time)):
+        if len(values) >= 2:
+            interval = _interval(values, level)
+            out[name] = {
+                "log_ratio": interval,
+                "ratio": {k: math.exp(interval[k]) for k in ("mean", "lo", "hi")},
+                "holds": not _holds(interval),
+            }
+    correlations = [
+        float(s["corr_lag_length"]) for s in seeds.values() if s.get("corr_lag_length") is not None
+    ]
+    beyond = sum(s["beyond_max_lag"] for s in seeds.values())
+    grouped = sum(sum(s["groups"]) for s in seeds.values())
+    out["beyond_max_lag_fraction"] = beyond / max(beyond + grouped, 1.0)
+    out["corr_lag_length"] = float(np.mean(correlations)) if correlations else None
+    return out
+
+
+MIN_SEEDS_PER_LAG = 3
+"""fewest seeds with groups of one lag for that lag's row (a t-interval over fewer is too wide
+to read)"""
+PER_LAG_KEYS = (
+    "lag",
+    "groups",
+    "lhs",
+    "lhs_lo",
+    "lhs_hi",
+    "rhs",
+    "rhs_lo",
+    "rhs_hi",
+    "rhs_time",
+    "difference",
+    "difference_lo",
+    "difference_hi",
+    "relative",
+)
+
+
+def _regularity_per_lag(
+    seeds: dict[str, dict[str, Any]],
+    H: int,
+    time_count: np.ndarray,
+    level: float,
+    min_groups: int,
+) -> dict[str, list[float]]:
+    """Per lag `t = 1..H` with enough groups: both sides (mean over seeds of the per-seed
+    means, with intervals), their paired difference and the time-average right side."""
+    rows: dict[str, list[float]] = {k: [] for k in PER_LAG_KEYS}
     for t in range(1, H + 1):
         mine = [s for s in seeds.values() if s["groups"][t] > 0]
         total = sum(s["groups"][t] for s in mine)
-        if total < min_groups or len(mine) < 3:
+        if total < min_groups or len(mine) < MIN_SEEDS_PER_LAG:
             continue
         lhs = [s["own_sum"][t] / s["groups"][t] for s in mine]
         rhs = [s["others_sum"][t] / s["groups"][t] for s in mine]
         rhs_time = [s["time_sum"][t] / time_count[t] for s in mine]
         li, ri = _interval(lhs, level), _interval(rhs, level)
         di = _interval([a - b for a, b in zip(lhs, rhs, strict=True)], level)
-        rows["lag"].append(t)
-        rows["groups"].append(total)
-        rows["lhs"].append(li["mean"])
-        rows["lhs_lo"].append(li["lo"])
-        rows["lhs_hi"].append(li["hi"])
-        rows["rhs"].append(ri["mean"])
-        rows["rhs_lo"].append(ri["lo"])
-        rows["rhs_hi"].append(ri["hi"])
-        rows["rhs_time"].append(float(np.mean(rhs_time)))
-        rows["difference"].append(di["mean"])
-        rows["difference_lo"].append(di["lo"])
-        rows["difference_hi"].append(di["hi"])
-        rows["relative"].append(di["mean"] / ri["mean"] if ri["mean"] > 0 else math.nan)
-    pooled, pooled_time, correlations = [], [], []
+        values = {
+            "lag": t,
+            "groups": total,
+            "rhs_time": float(np.mean(rhs_time)),
+            "relative": di["mean"] / ri["mean"] if ri["mean"] > 0 else math.nan,
+        }
+        for name, interval in (("lhs", li), ("rhs", ri), ("difference", di)):
+            values.update(
+                {name: interval["mean"], f"{name}_lo": interval["lo"], f"{name}_hi": interval["hi"]}
+            )
+        for key in PER_LAG_KEYS:
+            rows[key].append(values[key])
+    return rows
+
+
+def _pooled_log_ratios(
+    seeds: dict[str, dict[str, Any]], time_count: np.ndarray
+) -> tuple[list[float], list[float]]:
+    """Per seed: log(sum of own drifts / sum of the other seeds' drifts) over all groups, and
+    the same against the time-average right side."""
+    pooled, pooled_time = [], []
     for s in seeds.values():
         counts = np.asarray(s["groups"], dtype=float)
         own, others = float(np.sum(s["own_sum"])), float(np.sum(s["others_sum"]))
@@ -312,30 +351,15 @@ def regularity_of_point(
             pooled.append(math.log(own / others))
         if own > 0 and expected_time > 0:
             pooled_time.append(math.log(own / expected_time))
-        if s.get("corr_lag_length") is not None:
-            correlations.append(float(s["corr_lag_length"]))
-    out: dict[str, Any] = {"per_lag": rows, "max_lag": H}
-    for name, values in (("pooled", pooled), ("pooled_time", pooled_time)):
-        if len(values) >= 2:
-            interval = _interval(values, level)
-            out[name] = {
-                "log_ratio": interval,
-                "ratio": {k: math.exp(interval[k]) for k in ("mean", "lo", "hi")},
-                "holds": not _holds(interval),
-            }
-    beyond = sum(s["beyond_max_lag"] for s in seeds.values())
-    grouped = sum(sum(s["groups"]) for s in seeds.values())
-    out["beyond_max_lag_fraction"] = beyond / max(beyond + grouped, 1.0)
-    out["corr_lag_length"] = float(np.mean(correlations)) if correlations else None
-    return out
+    return pooled, pooled_time
 
 
 def delay_regularity_analysis(
-    config: ExperimentConfig, out_dir: Path, level: float = 0.95
+    config: ExperimentConfig, summaries: Mapping[str, dict[str, Any]], level: float = 0.95
 ) -> dict[str, Any]:
-    """Both sides of the condition per point, and GMC - TIC per variant (module docstring)."""
+    """Both sides of the condition per point, and GMC - TIC per variant (module docstring),
+    from each point's `summary.json` (`summaries`: point label -> summary)."""
     points = _point_configs(config)
-    summaries = _summaries(out_dir, list(points))
     per_point: dict[str, dict[str, Any]] = {}
     methods: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for label, (cfg, varied) in points.items():
