@@ -5,12 +5,18 @@
 * `key`, `section` (`"paper"` or `"ours"`), `title`, `where`;
 * `claim` (plain text) and `claim_latex` (hand-written LaTeX, no `$`);
 * `derived` (plain text of the derived expression) and `derived_latex` (`sympy.latex`);
-* `result` (what the check computed, with its numbers), `verdict`, `how`, `evidence` (numbers).
+* `result` (what the check computed, with its numbers), `verdict`, `reason` (one line: why this
+  kind of verdict), `condition` (the condition the paper does not state, for a `holds with a
+  condition` row; else None), `how`, `evidence` (numbers).
 
-Only `section == "paper"` rows enter the verified/refuted totals (`summary`); our rows (tight
-constants, the constant 2 of Proposition 1, the joint `(eta, eps)` minimiser, ...) are reported
-apart (`summary_by_section`) and never count as refutations of the paper. Verdicts come from
-checks whose claimed values are parameters (`theory.checks`), so a perturbed claim flips them.
+Verdict kinds (`theory.verdicts`): `verified` (an independent computation that could have come out
+otherwise), `reconstructed` (our derivation, nothing computed could contradict it), `holds with a
+condition`, `refuted`, `not reproduced`, `does not hold` / `not significant` (measured
+comparisons), `needs runs`, `not checkable here`. Only `section == "paper"` rows enter the
+paper's counts (`summary`), one count per kind and no pooled total; our rows (tight constants,
+the constant 2 of Proposition 1, the joint `(eta, eps)` minimiser, ...) are counted apart
+(`summary_by_section`) and never count against the paper. Verdicts come from checks whose claimed
+values are parameters (`theory.checks`), so a perturbed claim turns them.
 
 `claims_markdown(rows)` renders both sections as Markdown with `$...$` math (GitHub, Jupyter,
 any Markdown renderer with a math extension); `gmc-grpo theory` prints the plain-text form.
@@ -24,13 +30,32 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from theory import chain, checks
-from theory.checks import NOT_CHECKABLE, NOT_REPRODUCED, REFUTED, VERDICTS, VERIFIED
+from theory.verdicts import (
+    CONDITIONAL,
+    DOES_NOT_HOLD,
+    NEEDS_RUNS,
+    NOT_CHECKABLE,
+    NOT_REPRODUCED,
+    NOT_SIGNIFICANT,
+    RECONSTRUCTED,
+    REFUTED,
+    VERDICT_MEANINGS,
+    VERDICTS,
+    VERIFIED,
+)
 
 __all__ = [
+    "CONDITIONAL",
+    "DOES_NOT_HOLD",
+    "NEEDS_RUNS",
     "NOT_CHECKABLE",
     "NOT_REPRODUCED",
+    "NOT_SIGNIFICANT",
+    "RECONSTRUCTED",
     "REFUTED",
     "SPECS",
+    "VERDICTS",
+    "VERDICT_MEANINGS",
     "VERIFIED",
     "ClaimSpec",
     "claims_markdown",
@@ -106,9 +131,11 @@ SPECS: tuple[ClaimSpec, ...] = (
         P,
         "VCPO in the class",
         "§3",
-        "VCPO's weight w = min{1, c/ρ} belongs to the class (exactly when c ≤ 1+ε)",
-        r"w_i=\min\{1,c/\rho_i\}\ \text{is in the class}\iff c\le 1+\epsilon",
-        "exact coefficients; exact second moment of an example with c = 64",
+        "VCPO's weight w = min{1, c/ρ} (sequence-level truncated IS with detached min{ρ, c}) "
+        "belongs to the class",
+        r"w_i=\min\{1,c/\rho_i\}\ \text{is in the class (eq. 5)}",
+        "exact group masses on boundary and random groups at c = 0.5, 1, 1+ε and VCPO's usual "
+        "c = 8; exact second moment of an example with c = 64",
         checks.check_vcpo,
     ),
     ClaimSpec(
@@ -180,7 +207,8 @@ SPECS: tuple[ClaimSpec, ...] = (
         P,
         "Drift",
         "§4.2",
-        "the uniform second-moment bound limits the drift over τ updates to O(η²τ²)",
+        "the uniform second-moment bound limits the parameter drift accumulated over τ updates "
+        "to O(η²τ²)",
         r"\mathbb{E}\Vert\theta_n-\theta_{n-\tau}\Vert^2=O(\eta^2\tau^2)",
         "Cauchy-Schwarz; exact worst case (aligned updates) against the claimed powers",
         checks.check_drift,
@@ -429,6 +457,8 @@ def _row(spec: ClaimSpec, result: checks.Check) -> dict[str, object]:
         "derived_latex": chain.to_latex(result.expr),
         "result": result.result.replace("**", "^"),
         "verdict": result.verdict,
+        "reason": result.reason,
+        "condition": result.condition,
         "how": spec.how,
         "evidence": _jsonable(result.evidence),
     }
@@ -497,9 +527,10 @@ def _text_cell(text: str) -> str:
     return escaped.replace("\n", " ")
 
 
-def _counts_line(counts: dict[str, int]) -> str:
-    total = sum(counts.values())
-    return f"{total} rows: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+def counts_text(counts: dict[str, int]) -> str:
+    """`"17 verified, 5 reconstructed, 1 holds with a condition"`: every kind that occurs, with
+    its own count (no pooled total: the kinds are different kinds of evidence)."""
+    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no rows"
 
 
 def claims_markdown(rows: list[dict[str, object]]) -> str:
@@ -508,11 +539,11 @@ def claims_markdown(rows: list[dict[str, object]]) -> str:
     counts = summary_by_section(rows)
     lines: list[str] = []
     sections = (
-        (P, "Claims of the paper", "Counted in the totals."),
+        (P, "Claims of the paper", "Counted, one count per kind of verdict:"),
         (
             O,
             "Our readings and extensions (not counted)",
-            "Our own derivations and readings; never counted as refutations of the paper.",
+            "Our own derivations and readings; never counted against the paper:",
         ),
     )
     number = 0
@@ -520,7 +551,7 @@ def claims_markdown(rows: list[dict[str, object]]) -> str:
         part = [r for r in rows if r["section"] == section]
         if not part:
             continue
-        lines += [f"### {heading}", "", f"{note} {_counts_line(counts[section])}.", ""]
+        lines += [f"### {heading}", "", f"{note} {counts_text(counts[section])}.", ""]
         lines += ["| # | claim | where | verdict | derived |", "|---|---|---|---|---|"]
         first = number + 1
         for r in part:
@@ -532,9 +563,11 @@ def claims_markdown(rows: list[dict[str, object]]) -> str:
             )
         lines += ["", "Evidence:", ""]
         for i, r in enumerate(part, first):
+            condition = f" Condition: {r['condition']}." if r.get("condition") else ""
             lines.append(
-                f"{i}. *{_text_cell(str(r['title']))}*: {_text_cell(str(r['result']))} "
-                f"Method: {_text_cell(str(r['how']))}."
+                f"{i}. *{_text_cell(str(r['title']))}* (**{r['verdict']}**: "
+                f"{_text_cell(str(r['reason']))}.{_text_cell(condition)}) "
+                f"{_text_cell(str(r['result']))} Method: {_text_cell(str(r['how']))}."
             )
         lines.append("")
     return "\n".join(lines)

@@ -15,10 +15,19 @@ EPILOG = """examples:
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
   gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
 
-verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
-something else, no counterexample) | not checkable here. Only the paper's claims are counted;
-our readings and extensions are listed apart. JSON rows carry the claim and the derived
-expression both as plain text and as LaTeX (claim_latex, derived_latex).
+verdicts (theory.verdicts; each row gives a one-line reason for its kind):
+  verified                an independent computation that could have come out otherwise agrees
+  reconstructed           our derivation from the paper's ingredients; nothing computed could
+                          contradict it
+  holds with a condition  holds only under a condition the paper does not state (named)
+  refuted                 an exact example or computation contradicts the claim
+  not reproduced          what we derive or measure differs; nothing contradicts it as a bound
+  does not hold / not significant   measured comparisons (paired 95% intervals)
+  needs runs              evidence from toy runs: add --runs DIR
+  not checkable here
+The paper's claims are counted, one count per kind (no pooled total); our readings and
+extensions are counted apart. JSON rows carry the claim and the derived expression both as plain
+text and as LaTeX (claim_latex, derived_latex), and the verdict's reason and condition.
 
 --runs reads the records (JSON only: config.json, metrics.jsonl, summary.json) of toy training runs
 that tracked their bound quantities (`gmc-grpo toy train ... --bound-every K`, or the shipped
@@ -95,6 +104,13 @@ def _wrap(label: str, text: str, width: int) -> list[str]:
     return [f"    {label + ':':8s} {wrapped[0]}"] + [f"             {w}" for w in wrapped[1:]]
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """Every verdict kind that occurs, with its own count (`theory.claims.counts_text`)."""
+    from theory.claims import counts_text as text
+
+    return text(counts)
+
+
 def format_table(
     rows: list[dict[str, object]],
     consts: list[dict[str, float]],
@@ -114,16 +130,16 @@ def format_table(
             number += 1
             lines.append(f"{number:2d}. [{row['verdict']}] {row['title']}")
             lines += _wrap("claim", str(row["claim"]), width)
+            reason = str(row["reason"])
+            if row.get("condition"):
+                reason += f" (condition: {row['condition']})"
+            lines += _wrap("why", reason, width)
             lines += _wrap("where", str(row["where"]), width)
             lines += _wrap("derived", str(row["derived"]), width)
             lines += _wrap("result", str(row["result"]), width)
             lines += _wrap("how", str(row["how"]), width)
             lines.append("")
-        total = sum(counts[section].values())
-        lines.append(
-            f"{section} total ({total}): "
-            + ", ".join(f"{v} {k}" for k, v in counts[section].items())
-        )
+        lines.append(f"{section}: {counts_text(counts[section])}")
         lines.append("")
     header = [
         "eps",

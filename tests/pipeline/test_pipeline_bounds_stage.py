@@ -82,15 +82,14 @@ def test_bound_tracking_figure_uses_given_axes(tmp_path: Path) -> None:
         plot_bound_tracking({})
 
 
-def test_claims_headline_counts_the_papers_claims_apart() -> None:
-    counts = {"verified": 25, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
-    ours = {"verified": 9, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
+def test_claims_headline_counts_each_kind_apart() -> None:
+    """One count per kind of verdict, the paper's and ours apart, and no pooled total."""
+    counts = {"verified": 19, "reconstructed": 5, "holds with a condition": 1, "refuted": 0}
+    ours = {"verified": 8, "reconstructed": 1, "refuted": 0}
     assert claims_headline({"paper": counts, "ours": ours}) == (
-        "25 paper claims: 25 verified (+ 9 of our own results, all verified)"
+        "paper's claims: 19 verified, 5 reconstructed, 1 holds with a condition "
+        "(ours, apart: 8 verified, 1 reconstructed)"
     )
-    mixed = dict(counts, verified=23, refuted=1, **{"not checkable here": 1})
-    ours_mixed = dict(ours, verified=8, **{"not reproduced": 1})
-    assert claims_headline({"paper": mixed, "ours": ours_mixed}) == (
-        "25 paper claims: 23 verified, 1 refuted, 1 not checkable here "
-        "(+ 9 of our own results, 8 verified, 1 not reproduced)"
+    assert claims_headline({"paper": {"verified": 2, "needs runs": 1}, "ours": {}}) == (
+        "paper's claims: 2 verified, 1 needs runs"
     )
