@@ -204,7 +204,7 @@ STAGES: tuple[Stage, ...] = (
         "bounds",
         "Toy token MDPs: the theorems' bounds, with constants, beside the measurements",
         "pipeline.bounds_stage:bounds_stage",
-        (("experiments", ["bounds_quick"]),),
+        (("experiments", ["bounds_quick", "bounds_bite", "drift_quick"]),),
         reads_earlier=True,
     ),
     Stage(
@@ -212,6 +212,12 @@ STAGES: tuple[Stage, ...] = (
         "Toy token MDPs: rollout workers with per-group lags (mixed delays, delay regularity)",
         "pipeline.workers_stage:workers_stage",
         (("experiments", ["mixed_quick", "regularity_quick"]),),
+    ),
+    Stage(
+        "claims",
+        "Theory: the claims that need runs, on this report's runs",
+        "pipeline.claims_stage:claims_stage",
+        reads_earlier=True,
     ),
     Stage(
         "llm_tiny",

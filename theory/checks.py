@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from theory.checks_chain import (
     check_c_through_log,
-    check_drift,
     check_gmc_removed_mass,
     check_kl_drift,
     check_theorem,
@@ -25,6 +24,7 @@ from theory.checks_chain import (
 )
 from theory.checks_estimators import (
     check_class_membership,
+    check_gmc_minimiser,
     check_grpo,
     check_lemma1,
     check_prop1_bias,
@@ -58,6 +58,7 @@ from theory.checks_rates import (
     check_tuned_rate,
     group_bias_table,
 )
+from theory.checks_runs import check_delay_regularity, check_drift, check_uniform_second_moment
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -84,6 +85,7 @@ __all__ = [
     "OUR_CHECKS",
     "PAPER_CHECKS",
     "PAPER_EPS",
+    "RUN_ROWS",
     "RECONSTRUCTED",
     "REFUTED",
     "VERDICTS",
@@ -105,12 +107,13 @@ PAPER_CHECKS = {
     "grpo_outside": check_grpo,
     "is_unbiased": check_unbiased,
     "prop2": check_prop2,
+    "gmc_minimiser": check_gmc_minimiser,
     "gmc_removed_mass": check_gmc_removed_mass,
     "tic_removed_mass": check_tic_removed_mass,
     "kl_drift": check_kl_drift,
     "drift": check_drift,
-    "theorem1": lambda **kw: check_theorem("gmc", **kw),
-    "theorem2": lambda **kw: check_theorem("tic", **kw),
+    "theorem1": lambda evidence=None, **kw: check_theorem("gmc", evidence, **kw),
+    "theorem2": lambda evidence=None, **kw: check_theorem("tic", evidence, **kw),
     "c_through_log": check_c_through_log,
     "c_eps_below": check_c_eps_below,
     "denominator_orders": check_denominator_orders,
@@ -122,6 +125,18 @@ PAPER_CHECKS = {
     "large_delay": check_large_delay,
     "corollary2": check_corollary2,
     "group_bias": check_group_bias,
+    "delay_regularity": check_delay_regularity,
+    "uniform_second_moment": check_uniform_second_moment,
+}
+# the rows whose checks take the runs' evidence (`theory.run_evidence.RunEvidence`): "required"
+# ones say `needs runs` without it, "optional" ones add what the runs show to a run-free check
+RUN_ROWS = {
+    "lemma1": "optional",
+    "drift": "required",
+    "theorem1": "optional",
+    "theorem2": "optional",
+    "delay_regularity": "required",
+    "uniform_second_moment": "required",
 }
 OUR_CHECKS = {
     "ours_prop1_constant": check_ours_prop1_constant,

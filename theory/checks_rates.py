@@ -14,6 +14,7 @@ import numpy as np
 import sympy as sp
 
 from theory import adversarial, chain, numerics, rates, symbolic
+from theory.bounds import bias_per_removed_mass
 from theory.constants import c_eps, gmc_denominator
 from theory.exact import (
     class_coefficients,
@@ -21,6 +22,7 @@ from theory.exact import (
     problem_from_tree,
 )
 from theory.trees import (
+    min_token_prob,
     objective_gradient,
     tabular_tree,
 )
@@ -294,25 +296,122 @@ def group_bias_table(
     return out
 
 
+# trees and policy pairs of the many-case group-bias check: each tree with `GROUP_BIAS_PAIRS`
+# seeded (current, stale) pairs at every logit shift, rewards uniform in [0, 1]
+GROUP_BIAS_TREES = ((2, 1), (3, 1), (4, 1), (2, 2))
+GROUP_BIAS_SHIFTS = (0.5, 1.0, 2.0)
+GROUP_BIAS_PAIRS = 4
+GROUP_BIAS_SIZES = (2, 4, 8, 16, 32)
+
+
+@lru_cache(maxsize=1)
+def group_bias_cases() -> list[dict[str, object]]:
+    """Exact bias norms of TIC and GMC for growing `G` on many fixed policy pairs and trees.
+
+    Per case (tree `(|A|, T)` of `GROUP_BIAS_TREES`, seed, stale shift of the logits): the bias
+    norms `||E[g^w] - grad J/T||` for `G` in `GROUP_BIAS_SIZES`, GMC's exact removed mass
+    `E(rho_bar - 1 - eps)_+` beside the concentration envelope `chi^2 / (4 eps G)`
+    (`(y - eps)_+ <= y^2/(4 eps)` and `E(rho_bar - 1)^2 = chi^2/G`: with Proposition 1's bias half
+    GMC's bias is at most `K_b chi^2/(4 eps G)`, so it vanishes at least like `1/G`), and the
+    largest ratio (a case without a ratio above `1+eps` has no bias at all); `k_b` is
+    Proposition 1's bias constant `R sqrt(2 L log C)` of the case.
+    """
+    out = []
+    for vocab, depth in GROUP_BIAS_TREES:
+        tree = tabular_tree(vocab, depth)
+        for shift in GROUP_BIAS_SHIFTS:
+            for seed in range(GROUP_BIAS_PAIRS):
+                rng = np.random.default_rng([600, vocab, depth, seed, int(10 * shift)])
+                theta = rng.normal(scale=0.5, size=tree.dim)
+                behavior = theta + rng.normal(scale=shift, size=tree.dim)
+                rewards = rng.uniform(0.0, 1.0, size=vocab**depth)
+                prob = problem_from_tree(tree, theta, behavior, rewards=rewards)
+                target = objective_gradient(tree, theta, rewards) / tree.depth
+                chi2 = float(prob.mu @ (prob.rho - 1.0) ** 2)
+                cover = 1.0 / min_token_prob(tree, theta, behavior)
+                case: dict[str, object] = {
+                    "k_b": float(bias_per_removed_mass(1.0, tree.smoothness, cover)),
+                    "tree": (vocab, depth),
+                    "shift": shift,
+                    "seed": seed,
+                    "max_rho": float(prob.rho.max()),
+                    "chi2": chi2,
+                    "tic": [],
+                    "gmc": [],
+                    "gmc_removed": [],
+                    "envelope": [],
+                }
+                for g in GROUP_BIAS_SIZES:
+                    for method in ("tic", "gmc"):
+                        mom = group_moments(prob, method, PAPER_EPS, g)
+                        case[method].append(float(np.linalg.norm(mom.mean - target)))  # type: ignore[union-attr]
+                        if method == "gmc":
+                            case["gmc_removed"].append(mom.removed_mass)  # type: ignore[union-attr]
+                    case["envelope"].append(chi2 / (4.0 * PAPER_EPS * g))  # type: ignore[union-attr]
+                out.append(case)
+    return out
+
+
 def check_group_bias(gmc_vanishes: bool = True, tic_persists: bool = True) -> Check:
-    """Abstract / Remark 3: for fixed policies the GMC bias vanishes as `G -> oo`, TIC's persists."""
-    tab = group_bias_table()
-    gmc, tic, lim = tab["gmc"], tab["tic"], tab["tic_limit"][0]
-    gmc_decays = gmc[-1] <= 1e-2 * gmc[0] and all(
-        b <= a * (1 + 1e-9) for a, b in zip(gmc[1:], gmc[2:], strict=False)
-    )
-    tic_stays = lim > 1e-3 and all(abs(t - lim) <= 1e-9 * lim for t in tic)
-    ok = gmc_decays == gmc_vanishes and tic_stays == tic_persists
-    gs = [int(g) for g in tab["G"]]
+    """Abstract / Remark 3: for fixed policies the GMC bias vanishes as `G -> oo`, TIC's persists.
+
+    Over `group_bias_cases()`: TIC's bias is the same vector for every `G >= 2` and positive
+    whenever a ratio exceeds `1+eps`; GMC's removed mass stays under the `1/G` envelope (so its
+    bias vanishes) and its bias falls with `G`. The claimed halves are parameters: claiming
+    GMC's bias does *not* vanish, or TIC's does *not* persist, is contradicted by the cases."""
+    cases = group_bias_cases()
+    biased = [c for c in cases if c["max_rho"] > 1 + PAPER_EPS]  # type: ignore[operator]
+    tic_flat = [
+        max(abs(t - c["tic"][0]) for t in c["tic"]) <= 1e-9 * max(c["tic"][0], 1e-300)  # type: ignore[index]
+        and c["tic"][0] > 0  # type: ignore[index]
+        for c in biased
+    ]
+    # GMC's bias under K_b times the removed mass, the removed mass under chi^2/(4 eps G), at
+    # every G: ||b_GMC(G)|| <= K_b chi^2/(4 eps G) -> 0
+    under = [
+        all(
+            b <= c["k_b"] * m * (1 + REL_TOL) + 1e-15 and m <= e * (1 + REL_TOL)  # type: ignore[operator]
+            for b, m, e in zip(c["gmc"], c["gmc_removed"], c["envelope"], strict=True)  # type: ignore[call-overload]
+        )
+        for c in biased
+    ]
+    monotone = [
+        all(b <= a * (1 + 1e-9) for a, b in zip(c["gmc"], c["gmc"][1:], strict=False))  # type: ignore[call-overload, index]
+        for c in biased
+    ]
+    both = [t and u for t, u in zip(tic_flat, under, strict=True)]
+    ok = all(under) == gmc_vanishes and all(tic_flat) == tic_persists
+    of_tic = [c["gmc"][-1] / c["tic"][-1] for c in biased]  # type: ignore[index, operator]
+    worst = biased[int(np.argmax(of_tic))]
+    gs = list(GROUP_BIAS_SIZES)
     return Check(
         VERIFIED if ok else REFUTED,
-        "Exact bias vectors E[gʷ] − ∇J/T by enumeration of all group compositions (two-token tree, "
-        f"fixed current and stale policies, largest ratio {short(tab['max_rho'][0])}, ε = 0.28, "
-        f"leave-one-out advantages). ‖bias‖ for G = {', '.join(map(str, gs))}: GMC "
-        f"{', '.join(short(v) for v in gmc)}; TIC {', '.join(short(v) for v in tic)}. TIC's bias is the "
-        f"same vector for every G ≥ 2 (its G → ∞ limit, norm {short(lim)}): each trajectory is clipped "
-        "on its own ratio, and the other members only enter through their mean reward.",
+        f"Exact bias vectors E[gʷ] − ∇J/T by enumeration of all group compositions on "
+        f"{len(cases)} fixed (current, stale) policy pairs: tabular trees (|A|, T) = "
+        f"{', '.join(str(t) for t in GROUP_BIAS_TREES)}, stale logits shifted by "
+        f"{', '.join(f'{x:g}' for x in GROUP_BIAS_SHIFTS)}, {GROUP_BIAS_PAIRS} seeds each, "
+        f"ε = {PAPER_EPS:g}, leave-one-out advantages, G = {', '.join(map(str, gs))}. "
+        f"{len(biased)} cases have a ratio above 1+ε (the others have no bias at all). Both "
+        f"halves hold in {sum(both)} of {len(biased)}: TIC's bias is the same nonzero vector for "
+        f"every G (relative spread ≤ 1e-9) in {sum(tic_flat)}, and GMC's is at most K_b·χ²/(4εG) "
+        f"at every G (its bias ≤ K_b × removed mass ≤ K_b χ²/(4εG), both exact), so it vanishes "
+        f"like 1/G, in {sum(under)}. GMC's bias at G = {gs[-1]} is a fraction "
+        f"{short(float(np.median(of_tic)))} of TIC's (median), {short(max(of_tic))} at worst (tree "
+        f"(|A|, T) = {worst['tree']}, shift {worst['shift']:g}, largest ratio "
+        f"{short(worst['max_rho'])}, χ² = {short(worst['chi2'])}). It does not always fall "
+        f"monotonically: in {len(biased) - sum(monotone)} cases it first rises (a small group "
+        "rarely reaches the cap).",
         chain.TIC_BIAS / chain.T,
-        {"gmc": gmc, "tic": tic, "tic_limit": lim, "G": gs},
-        reason="exact bias vectors by enumeration could have shown GMC's bias staying or TIC's vanishing",
+        {
+            "cases": len(cases),
+            "biased_cases": len(biased),
+            "both_halves": sum(both),
+            "tic_g_independent": sum(tic_flat),
+            "gmc_under_envelope": sum(under),
+            "gmc_monotone": sum(monotone),
+            "gmc_over_tic_median": float(np.median(of_tic)),
+            "gmc_over_tic_worst": max(of_tic),
+        },
+        reason="exact bias vectors on many policy pairs and trees could have shown GMC's bias "
+        "staying or TIC's changing with G",
     )
