@@ -1,7 +1,9 @@
 """What the runs measured next to what the theory predicts, one figure per suite.
 
 Suites (`suite=`):
-- `"fixed_delay"`: LLM runs with a FIFO delay `D`; `tau4 = D^4`.
+- `"fixed_delay"`: LLM runs with a FIFO delay `D`; `tau4` is the realised mean of `lag^4` over
+  every step (the FIFO's fill makes it smaller than `D^4`: 8.1e6 rather than 1.68e7 at `D = 64`,
+  `N = 100`); `D^4` only for runs that logged no lag.
 - `"length_coupled"`: LLM runs under simulated asynchrony; `tau4` is the empirical fourth moment
   of the realised lags (`staleness/lag` per step, itself a mean over the step's groups).
 - `"toy"`: toy-MDP training runs; the KL is exact (`ratio/kl_exact`), `tau4` as above (or `D^4`
@@ -71,7 +73,8 @@ class BoundsData:
     def caption(self) -> str:
         """The checks in a paragraph of Markdown, formulas as `$...$` LaTeX."""
         head = {
-            "fixed_delay": r"Fixed-delay suite ($\bar\tau_4 = D^4$).",
+            "fixed_delay": r"Fixed-delay suite ($\bar\tau_4$ = realised mean of the lags' fourth "
+            "power, the FIFO's fill included).",
             "length_coupled": r"Simulated suite ($\bar\tau_4$ = empirical fourth moment of the "
             "lags).",
             "toy": r"Toy MDP training runs (exact KL and exact $\Vert\nabla J\Vert^2$).",
@@ -129,8 +132,10 @@ def _mean_of(rows: Sequence[dict[str, Any]], key: str) -> float | None:
 
 
 def _tau4(run: Run, rows: Sequence[dict[str, Any]], suite: str) -> float | None:
-    if suite == "fixed_delay":
-        return None if run.delay is None else float(run.delay) ** 4
+    """The realised `tau4` over every step of the run (the FIFO's fill included: the lag grows
+    from 0 to `D` over the first `D` steps), from the logged lags; `D^4` only for a run that
+    logged none."""
+    rows = [r for r in run.metrics if r.get("step") is not None]
     # per step the mean over the batch's groups of lag^4 when a batch mixes lags (toy worker
     # schedule), else the step's lag to the 4th
     fourth = [
@@ -418,12 +423,13 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
             }
         )
     positive = [g for g in data.gaps if g["gap"] is not None and g["x"] > 0]
+    # only the direction: the theory's tuned factor (c_eps/log(1+2eps))^(2/5) compares two upper
+    # bounds after tuning eta for each, not the measured ratio at one eta (theory.pairs does that)
     gmc_claim = {
-        "claim": "GMC converges no worse than TIC under delay (theory: GMC's delay term is "
-        f"{factor:.3f} x TIC's, (c_eps/log(1+2eps))^(2/5); only the direction is checked)",
-        "claim_markdown": "GMC converges no worse than TIC under delay (theory: GMC's "
-        rf"delay term is {factor:.3f} $\times$ TIC's, "
-        r"$\left(c_\epsilon/\log(1+2\epsilon)\right)^{2/5}$; only the direction is checked)",
+        "claim": "GMC converges no worse than TIC under delay (Theorems 1-2: GMC's bound is "
+        "smaller; only the direction is checked)",
+        "claim_markdown": "GMC converges no worse than TIC under delay (Theorems 1-2: GMC's "
+        "bound is smaller; only the direction is checked)",
     }
     values = ", ".join(f"{g['gap']:.3g}" for g in positive)
     if data.suite == "toy":
@@ -553,15 +559,7 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
         gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
         if gaps:
             axes[4].plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
-        if data.suite == "toy":
-            axes[4].axhline(
-                data.theory[0]["factor"] if data.theory else 1.0,
-                color="0.4",
-                ls=":",
-                label="theory factor",
-            )
-        else:
-            axes[4].axhline(0.0, color="0.6", lw=0.8)
+        axes[4].axhline(1.0 if data.suite == "toy" else 0.0, color="0.6", lw=0.8)
     if data.theory:
         twin = axes[4].twinx()
         xs = [t["x"] for t in data.theory]

@@ -19,13 +19,13 @@ from gmc_grpo.records import atomic_write_json, atomic_write_text
 def claims_stage(out_dir: Path) -> dict[str, Any]:
     """Evaluate the claims table with the earlier stages' runs (module docstring)."""
     from pipeline.reproduce import claims_headline
+    from theory.checks import RUN_ROWS
     from theory.claims import (
         claims_markdown,
         evaluate_claims,
         needs_runs,
         summary_by_section,
     )
-    from theory.checks import RUN_ROWS
     from theory.run_evidence import collect_evidence
 
     out_dir = Path(out_dir)

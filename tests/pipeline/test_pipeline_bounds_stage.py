@@ -46,22 +46,33 @@ def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bounds_stage, "BOUND_EXPERIMENTS", ())  # only the runs written here
+    monkeypatch.setattr(bounds_stage, "FIGURE_EXPERIMENTS", ("exp",))
     out = tmp_path / "bounds"
     out.mkdir()
-    _tracked(out / "gmc", "gmc")
-    _tracked(out / "tic", "tic")
+    _tracked(out / "exp" / "gmc", "gmc")
+    _tracked(out / "exp" / "tic", "tic")
     _tracked(tmp_path / "toy_train" / "adam", "gmc", optimizer="adam")
     result = bounds_stage.bounds_stage(out)
     assert result["runs"] == 3 and result["refutations"] == 0
-    assert result["headline"].startswith("2 runs in the theorems' setting")
+    headline = result["headline"]
+    assert headline.startswith("explicit Theorems 1-2: vacuous in 2 of 2 runs")
+    assert "decades above the measurement" in headline and "not counted as a check" in headline
+    assert "|" not in headline  # a cell of the report's stage table
+    assert "Lemma 1 with measured moments: holds in 2 of 2" in headline
+    assert "chain steps 1-5 lose" in headline and "GMC vs TIC, 1 pairs" in headline
+    assert "0.331" not in headline
     md = result["markdown"]
+    assert "Where the proof loses" in md and "figures/proof_slack.png" in md
+    assert "| exp | 2 |" in md  # the pair: folder, delay
     assert "| tiny/gmc_sgd |" in md and "| tiny/tic_sgd |" in md
     assert "optimizer adam" in md  # the Adam run is listed apart
     assert "$\\frac{1}{N}" in md
     saved = read_json(out / "bounds.json")
     assert [r["in_setting"] for r in saved] == [True, True, False]
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))
-    assert figures == ["tiny__gmc_sgd.png", "tiny__tic_sgd.png"]  # this stage's runs only
+    assert figures == ["proof_slack.png", "tiny__gmc_sgd.png", "tiny__tic_sgd.png"]
+    claims = read_json(out / "claims.json")
+    assert {"vacuity", "lemma1", "slack", "pairs", "tuned"} <= set(claims)
     assert "figures/tiny__gmc_sgd.png" in md
     assert any(s.name == "bounds" and s.reads_earlier for s in STAGES)
 
