@@ -33,7 +33,7 @@ from gmc_grpo.records import read_json
 from gmc_grpo.stats import t_interval
 from theory.measured import RunBounds
 
-PAIR_FIELDS = ("delay", "schedule", "group_size", "num_groups", "eps", "total_steps")
+PAIR_FIELDS = ("delay", "schedule", "num_workers", "group_size", "num_groups", "eps", "total_steps")
 
 
 def _config(result: RunBounds) -> dict[str, Any]:
@@ -99,6 +99,11 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
             [a[s]["final_objective"] - b[s]["final_objective"] for s in seeds], level
         )
         bounds = {term: (_bound(gmc, term), _bound(tic, term)) for term in ("total", "delay")}
+        identical = all(
+            a[s]["convergence_metric"] == b[s]["convergence_metric"]
+            and a[s]["final_objective"] == b[s]["final_objective"]
+            for s in seeds
+        )
         out.append(
             {
                 "folder": Path(key[0]).name,
@@ -114,6 +119,7 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
                     for m, p in (("gmc", a), ("tic", b))
                 },
                 "ratio": ratio,
+                "identical": identical,
                 "ratio_verdict": _verdict(log_ratio, 0.0, -1.0),
                 "final_objective": final,
                 "final_difference": final_diff,
@@ -205,16 +211,18 @@ def pairs_markdown(pairs: Sequence[dict[str, Any]], tuned: Sequence[dict[str, An
         "delay term alone (a bound's ratio beside a bound's ratio; the measured ratio beside "
         "the measured one).",
         "",
-        "| folder | $D$ | $\\epsilon$ | $N$ | $\\eta$ | GMC / TIC, metric | verdict (GMC lower) "
+        "| folder | lags | $\\epsilon$ | $N$ | $\\eta$ | GMC / TIC, metric | verdict (GMC lower) "
         "| final $J$ GMC | final $J$ TIC | GMC $-$ TIC, final $J$ | verdict (GMC higher) "
         "| bound ratio | delay-term ratio | $\\log\\mathcal{C}$ GMC, TIC |",
         "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | ---: | ---: "
         "| --- |",
     ]
     for p in pairs:
+        same = " (identical runs: no group capped)" if p["identical"] else ""
         lines.append(
-            f"| {p['folder']} | {p['delay']} | {p['eps']:g} | {p['total_steps']} | {p['eta']:g} "
-            f"| {_ci(p['ratio'])} | {p['ratio_verdict']} | {_ci(p['final_objective']['gmc'])} "
+            f"| {p['folder']} | {lags(p)} | {p['eps']:g} | {p['total_steps']} | {p['eta']:g} "
+            f"| {_ci(p['ratio'])} | {p['ratio_verdict']}{same} "
+            f"| {_ci(p['final_objective']['gmc'])} "
             f"| {_ci(p['final_objective']['tic'])} | {_ci(p['final_difference'])} "
             f"| {p['final_verdict']} | {_g(p['bound_ratio'])} | {_g(p['bound_delay_ratio'])} "
             f"| {p['log_C']['gmc']:.2f}, {p['log_C']['tic']:.2f} |"
@@ -227,18 +235,27 @@ def pairs_markdown(pairs: Sequence[dict[str, Any]], tuned: Sequence[dict[str, An
             "(the optimum may lie outside the grid). The measured tuned ratio is paired over "
             "seeds at the two chosen step sizes (chosen on the same seeds: optimistic for both).",
             "",
-            "| folder | $D$ | $\\epsilon$ | $N$ | grid $\\eta$ | measured: best $\\eta$ GMC, TIC "
+            "| folder | lags | $\\epsilon$ | $N$ | grid $\\eta$ | measured: best $\\eta$ GMC, TIC "
             "| measured GMC / TIC | bound: best $\\eta$ GMC, TIC | bound GMC / TIC |",
             "| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |",
         ]
         for t in tuned:
             lines.append(
-                f"| {t['folder']} | {t['delay']} | {t['eps']:g} | {t['total_steps']} "
+                f"| {t['folder']} | {lags(t)} | {t['eps']:g} | {t['total_steps']} "
                 f"| {', '.join(f'{e:g}' for e in t['grid'])} "
                 f"| {_best(t, 'measured')} | {_ci(t['measured_ratio'])} "
                 f"| {_best(t, 'bound')} | {_g(t['bound_ratio'])} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def lags(entry: dict[str, Any]) -> str:
+    """`D = 64` (fixed delay), `W = 64 workers`, or the schedule's name."""
+    if entry.get("schedule") == "workers":
+        return f"W = {entry.get('num_workers')} workers"
+    if entry.get("schedule") in (None, "fixed_delay"):
+        return f"D = {entry['delay']}"
+    return str(entry["schedule"])
 
 
 def _best(t: dict[str, Any], kind: str) -> str:
@@ -257,6 +274,7 @@ def pairs_headline(pairs: Sequence[dict[str, Any]]) -> str:
     """ "GMC/TIC: metric lower in 5 of 8 pairs, higher in 1; final J higher in 4, lower in 2" """
     if not pairs:
         return "no GMC/TIC pair"
+    same = sum(p["identical"] for p in pairs)
     lower = sum(p["ratio_verdict"] == "holds" for p in pairs)
     higher = sum(p["ratio_verdict"] == "does not hold" for p in pairs)
     j_up = sum(p["final_verdict"] == "holds" for p in pairs)
@@ -264,4 +282,5 @@ def pairs_headline(pairs: Sequence[dict[str, Any]]) -> str:
     return (
         f"GMC vs TIC, {len(pairs)} pairs: gradient metric lower in {lower}, higher in {higher}; "
         f"final J higher in {j_up}, lower in {j_down} (paired 95% intervals)"
+        + (f"; {same} identical (no group capped)" if same else "")
     )

@@ -15,7 +15,9 @@ run (`toy_mdps.train.bounds`) at its recorded steps:
 
 and, inside step 4, Proposition 1 itself: the measured `E[||g_n||^2 | F_n^-]` against `M`. Each
 factor is the ratio of the two sides' means over the run's *stale* recorded steps (lag > 0) and
-its seeds; the product of steps 1-5 is the chain's total at those steps (`T^2` cancels). Beside
+its seeds; the product of steps 1-5 is the chain's total at those steps (`T^2` cancels). Step 1 is
+left out where the squared bias is not resolved (the mean of its intervals' lower ends is not
+above zero: the estimate is sampling noise around a bias too small to measure). Beside
 it, the run-level ratio the bounds table shows: the theorem's delay term over the measured
 `T^2 mean ||b_n||^2`. A factor is `None` when its smaller side has no positive mean (no group
 was capped: GMC and TIC removed nothing, steps 1 and 2 are not measurable).
@@ -96,8 +98,11 @@ def run_slack(result: RunBounds, series: RunSeries | None = None) -> dict[str, A
         return np.where(stale, x, np.nan)
 
     removed, kl, bias_sq = rec["removed_mass"], rec["kl_mean"], rec["bias_sq"]
+    # the squared bias is a U-statistic: where its interval's lower ends are not above zero on
+    # average, the measured bias is sampling noise and step 1 compares nothing
+    resolved = float(np.nanmean(at(rec["bias_sq_lo"]))) > 0
     factors = {
-        "bias": _factor(at((k_b * removed) ** 2), at(bias_sq)),
+        "bias": _factor(at((k_b * removed) ** 2), at(bias_sq)) if resolved else None,
         "removed_mass": _factor(at((kl / den) ** 2), at(removed**2)),
         "kl": _factor(at((T * L / 2.0 * drift) ** 2), at(kl**2)),
         "drift": _factor(at(eta**2 * tau2 * m_bound), at(drift)),
@@ -179,7 +184,8 @@ def slack_markdown(slacks: Sequence[dict[str, Any]]) -> str:
         "1-5, and beside them Proposition 1's $M$ over the measured second moment (inside step "
         "4), the theorem's delay term over the measured $T^2\\overline{\\Vert b_n\\Vert^2}$, "
         "Lemma 1 with measured moments over the measured metric, and the theorem over it. "
-        "n/a: no group was capped at those steps (nothing removed, steps 1-2 not measurable).",
+        "n/a: no group was capped at those steps (nothing removed, steps 1-2 not measurable), or "
+        "(step 1) the squared bias is not resolved from sampling noise.",
         "",
         "| run | stale steps | " + " | ".join(head) + " | chain, 1-5 | $M$ / measured "
         "| theorem delay / measured | Lemma 1 (measured moments) | theorem / measured |",

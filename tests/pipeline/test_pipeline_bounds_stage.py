@@ -63,7 +63,7 @@ def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
     assert "0.331" not in headline
     md = result["markdown"]
     assert "Where the proof loses" in md and "figures/proof_slack.png" in md
-    assert "| exp | 2 |" in md  # the pair: folder, delay
+    assert "| exp | D = 2 |" in md  # the pair: folder, lags
     assert "| tiny/gmc_sgd |" in md and "| tiny/tic_sgd |" in md
     assert "optimizer adam" in md  # the Adam run is listed apart
     assert "$\\frac{1}{N}" in md
