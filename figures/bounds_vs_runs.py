@@ -501,7 +501,7 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
     """Six panels: removed mass with its bound, capped fraction, KL with interval, entropy
     stabilisation step, the GMC-TIC gap with the theory's delay terms, and the checks."""
     fig, axes = panel_axes(6, ax, width=3.6, height=3.0) if ax is not None else _grid()
-    xlabel = "tau4^(1/4)  (= D for a fixed delay)"
+    xlabel = "tau4^(1/4), realised (a FIFO's fill included: below D)"
     curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
     several = len({schedule for _, schedule in curves}) > 1
     for method, schedule in curves:

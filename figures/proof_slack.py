@@ -38,7 +38,8 @@ def plot_proof_slack(slacks: Sequence[dict[str, Any]], ax: Any = None) -> Any:
     """Both panels (module docstring); `ax`: None or two axes. Returns the figure."""
     if not slacks:
         raise ValueError("no chain slack to draw: no tracked GMC or TIC run with stale steps")
-    fig, (left, right) = panel_axes(2, ax, width=6.4, height=4.4)
+    height = max(4.4, 0.11 * len(slacks) + 1.2)  # one readable bar per run
+    fig, (left, right) = panel_axes(2, ax, width=6.4, height=height)
     keys = [*STEPS, SECOND_MOMENT]
     for i, (key, _) in enumerate(keys):
         values = [(s["decades"][key], s["method"]) for s in slacks if s["decades"][key] is not None]
@@ -70,14 +71,22 @@ def plot_proof_slack(slacks: Sequence[dict[str, Any]], ax: Any = None) -> Any:
         ratio = s.get("run_delay_ratio")
         if ratio:
             right.plot(math.log10(ratio), y, "|", color="k", ms=9, mew=2)
-    for (_, label), color in zip(STEPS, STACK_COLORS, strict=True):
-        right.barh([], [], color=color, label=label.split("\n")[0])
-    right.plot([], [], "|", color="k", ms=9, mew=2, label="theorem delay / measured")
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(color=color, label=label.split("\n")[0])
+        for (_, label), color in zip(STEPS, STACK_COLORS, strict=True)
+    ]
+    handles.append(
+        Line2D([], [], marker="|", ls="", color="k", ms=9, mew=2, label="theorem delay / measured")
+    )
     right.set_yticks(range(len(rows)))
-    right.set_yticklabels([s["run"].split("/")[-1][:40] for s in rows], fontsize=5)
+    right.set_yticklabels([s["run"][:48] for s in rows], fontsize=5)
+    right.set_ylim(-0.6, len(rows) - 0.4)
     right.set_xlabel("decades (steps 1-5 stacked)", fontsize=7)
     right.set_title("per run: where the delay term's decades come from", fontsize=8)
-    right.legend(fontsize=5, loc="lower right")
+    right.legend(handles=handles, fontsize=6, loc="upper right", framealpha=0.9)
     right.grid(alpha=0.3, axis="x")
     fig.suptitle("Where the proof loses (theory.slack)", fontsize=10)
     fig.tight_layout()

@@ -220,8 +220,9 @@ def check_uniform_second_moment(
         f"{', '.join(f'{d:g}' for d in sorted(by_delay))}, every G and seed): largest measured "
         "E‖g‖² / M per delay "
         + ", ".join(f"{short(max(v))} (D = {d:g})" for d, v in sorted(by_delay.items()))
-        + f"; {excess} rows with the interval's lower end above M. Mean second moment at the "
-        "largest delay over the smallest, per method (IS and GRPO are outside the class): "
+        + f"; {excess} rows with the interval's lower end above M. Mean second moment (over G "
+        "and seeds) at the largest delay over the smallest, per method (only TIC and GMC are "
+        "held to M: IS, GRPO, A-3PO and VCPO with c = 8 are outside the class): "
         + ", ".join(f"{m.upper()} {short(g)}×" for m, g in growth.items())
         + f". The bound is {short(-math.log10(worst), 2)} decades above every measurement here; "
         "the tight check of the same bound over arbitrary behavior policies (so every delay) is "
