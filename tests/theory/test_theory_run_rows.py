@@ -9,7 +9,6 @@ slow test at the end and by `gmc-grpo reproduce`'s claims stage.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import numpy as np
