@@ -18,7 +18,7 @@ from gmc_grpo.records import atomic_write_json, atomic_write_text
 
 def claims_stage(out_dir: Path) -> dict[str, Any]:
     """Evaluate the claims table with the earlier stages' runs (module docstring)."""
-    from pipeline.reproduce import claims_headline
+    from pipeline.headlines import claims_headline
     from theory.checks import RUN_ROWS
     from theory.claims import (
         claims_markdown,

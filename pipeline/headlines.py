@@ -1,4 +1,4 @@
-"""The headlines of the toy stages of `gmc-grpo reproduce`: one claim, one count.
+"""The headlines of the theory and toy stages of `gmc-grpo reproduce`: one claim, one count.
 
 A headline names each claim with its own count; deterministic checks (exact KL, removed mass
 against its exact bound) are listed by name, never pooled with the Monte Carlo comparisons; a
@@ -131,4 +131,17 @@ def toy_train_headline(summaries: dict[str, dict[str, Any]], settings: dict[str,
                 f"; eps*{label}: censored in {fit['censored_cells']} of {len(fit['table'])} "
                 f"cells (no interior optimum), significantly interior in {interior}"
             )
+    return text
+
+
+def claims_headline(by_section: dict[str, dict[str, int]]) -> str:
+    """ "paper's claims: 19 verified, 5 reconstructed, 1 holds with a condition (ours, apart: 8
+    verified, 1 reconstructed)": one count per kind of verdict, no pooled total
+    (`theory.claims.summary_by_section`)."""
+    from theory.claims import counts_text
+
+    paper, ours = by_section["paper"], by_section["ours"]
+    text = f"paper's claims: {counts_text(paper)}"
+    if sum(ours.values()):
+        text += f" (ours, apart: {counts_text(ours)})"
     return text

@@ -20,6 +20,7 @@ from typing import Any
 
 from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from pipeline.headlines import claims_headline
 from pipeline.llm_stage import llm_suite_settings
 from toy_mdps.jobs import machine_jobs
 
@@ -65,19 +66,6 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
         + "\n"
     )
     return {"headline": headline, "markdown": markdown, "verdicts": counts}
-
-
-def claims_headline(by_section: dict[str, dict[str, int]]) -> str:
-    """ "paper's claims: 19 verified, 5 reconstructed, 1 holds with a condition (ours, apart: 8
-    verified, 1 reconstructed)": one count per kind of verdict, no pooled total
-    (`theory.claims.summary_by_section`)."""
-    from theory.claims import counts_text
-
-    paper, ours = by_section["paper"], by_section["ours"]
-    text = f"paper's claims: {counts_text(paper)}"
-    if sum(ours.values()):
-        text += f" (ours, apart: {counts_text(ours)})"
-    return text
 
 
 def figures_stage(out_dir: Path) -> dict[str, Any]:
