@@ -1,7 +1,9 @@
 """What the runs measured next to what the theory predicts, one figure per suite.
 
 Suites (`suite=`):
-- `"fixed_delay"`: LLM runs with a FIFO delay `D`; `tau4 = D^4`.
+- `"fixed_delay"`: LLM runs with a FIFO delay `D`; `tau4` is the realised mean of `lag^4` over
+  every step (the FIFO's fill makes it smaller than `D^4`: 8.1e6 rather than 1.68e7 at `D = 64`,
+  `N = 100`); `D^4` only for runs that logged no lag.
 - `"length_coupled"`: LLM runs under simulated asynchrony; `tau4` is the empirical fourth moment
   of the realised lags (`staleness/lag` per step, itself a mean over the step's groups).
 - `"toy"`: toy-MDP training runs; the KL is exact (`ratio/kl_exact`), `tau4` as above (or `D^4`
@@ -49,6 +51,7 @@ SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")
 AGREES, DISAGREES, UNMEASURABLE = "agrees", "does not agree", "not measurable"
 NOT_SIGNIFICANT = "not significant"
 PAIRED_METHODS = ("gmc", "tic")
+TAU4_AXIS_LABEL = "tau4^(1/4), realised (a FIFO's fill included: below D)"
 """the paper's comparison under delay (§4.3, Figure 4): GMC against TIC, one pair per setting"""
 BOUND_RTOL = 1e-9
 """relative slack of "removed mass <= bound": the two sides are equal to rounding for a
@@ -81,7 +84,8 @@ class BoundsData:
     def caption(self) -> str:
         """The checks in a paragraph of Markdown, formulas as `$...$` LaTeX."""
         head = {
-            "fixed_delay": r"Fixed-delay suite ($\bar\tau_4 = D^4$).",
+            "fixed_delay": r"Fixed-delay suite ($\bar\tau_4$ = realised mean of the lags' fourth "
+            "power, the FIFO's fill included).",
             "length_coupled": r"Simulated suite ($\bar\tau_4$ = empirical fourth moment of the "
             "lags).",
             "toy": r"Toy MDP training runs (exact KL and exact $\Vert\nabla J\Vert^2$).",
@@ -139,8 +143,10 @@ def _mean_of(rows: Sequence[dict[str, Any]], key: str) -> float | None:
 
 
 def _tau4(run: Run, rows: Sequence[dict[str, Any]], suite: str) -> float | None:
-    if suite == "fixed_delay":
-        return None if run.delay is None else float(run.delay) ** 4
+    """The realised `tau4` over every step of the run (the FIFO's fill included: the lag grows
+    from 0 to `D` over the first `D` steps), from the logged lags; `D^4` only for a run that
+    logged none."""
+    rows = [r for r in run.metrics if r.get("step") is not None]
     # per step the mean over the batch's groups of lag^4 when a batch mixes lags (toy worker
     # schedule), else the step's lag to the 4th
     fourth = [
@@ -455,12 +461,13 @@ def _gap_check(data: BoundsData, factor: float) -> dict[str, str]:
     """GMC converges no worse than TIC at every delay > 0: paired over seeds where there are
     seeds (toy runs: the log-ratio of the convergence metric), else the direction only."""
     positive = [g for g in data.gaps if g["gap"] is not None and g["x"] > 0]
+    # only the direction: the theory's tuned factor (c_eps/log(1+2eps))^(2/5) compares two upper
+    # bounds after tuning eta for each, not the measured ratio at one eta (theory.pairs does that)
     claim = {
-        "claim": "GMC converges no worse than TIC under delay (theory: GMC's delay term is "
-        f"{factor:.3f} x TIC's, (c_eps/log(1+2eps))^(2/5); only the direction is checked)",
-        "claim_markdown": "GMC converges no worse than TIC under delay (theory: GMC's "
-        rf"delay term is {factor:.3f} $\times$ TIC's, "
-        r"$\left(c_\epsilon/\log(1+2\epsilon)\right)^{2/5}$; only the direction is checked)",
+        "claim": "GMC converges no worse than TIC under delay (Theorems 1-2: GMC's bound is "
+        "smaller; only the direction is checked)",
+        "claim_markdown": "GMC converges no worse than TIC under delay (Theorems 1-2: GMC's "
+        "bound is smaller; only the direction is checked)",
     }
     values = ", ".join(f"{g['gap']:.3g}" for g in positive)
     if data.suite == "toy":  # paired over seeds: the per-seed log-ratio's interval below 0
@@ -548,7 +555,7 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
     titles = [*PANEL_TITLES[:2], kl_title, PANEL_TITLES[3], data.gap_label]
     for axis, title in zip(axes[:5], titles, strict=True):
         axis.set_title(title, fontsize=8)
-        axis.set_xlabel("tau4^(1/4)  (= D for a fixed delay)", fontsize=7)
+        axis.set_xlabel(TAU4_AXIS_LABEL, fontsize=7)
         axis.grid(alpha=0.3)
     if axes[4].get_legend_handles_labels()[0]:
         axes[4].legend(fontsize=6, loc="upper right")
@@ -631,15 +638,9 @@ def _draw_gap_panel(axis: Any, data: BoundsData) -> None:
         gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
         if gaps:
             axis.plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
-        if data.suite == "toy":
-            axis.axhline(
-                data.theory[0]["factor"] if data.theory else 1.0,
-                color="0.4",
-                ls=":",
-                label="theory factor",
-            )
-        else:
-            axis.axhline(0.0, color="0.6", lw=0.8)
+        # the line of no difference (a ratio for toy runs, a difference in pp for LLM runs); no
+        # theory factor: the tuned factor compares two upper bounds at different step sizes
+        axis.axhline(1.0 if data.suite == "toy" else 0.0, color="0.6", lw=0.8)
     if not data.theory:
         return
     twin = axis.twinx()

@@ -20,6 +20,7 @@ from typing import Any
 
 from gmc_grpo.errors import run_reported
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from pipeline.headlines import claims_headline
 from pipeline.llm_stage import llm_suite_settings
 from toy_mdps.jobs import machine_jobs
 
@@ -67,24 +68,6 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
     return {"headline": headline, "markdown": markdown, "verdicts": counts}
 
 
-def claims_headline(by_section: dict[str, dict[str, int]]) -> str:
-    """ "25 paper claims: 25 verified (+ 9 of our own results, all verified)": the paper's claims
-    counted, ours beside them (`theory.claims.summary_by_section`)."""
-
-    def counted(counts: dict[str, int]) -> str:
-        return ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n) or "none"
-
-    paper, ours = by_section["paper"], by_section["ours"]
-    n_paper, n_ours = sum(paper.values()), sum(ours.values())
-    text = f"{n_paper} paper claims: {counted(paper)}"
-    if n_ours:
-        all_verified = ours.get("verified", 0) == n_ours
-        text += (
-            f" (+ {n_ours} of our own results, {'all verified' if all_verified else counted(ours)})"
-        )
-    return text
-
-
 def figures_stage(out_dir: Path) -> dict[str, Any]:
     """Every figure and table the earlier stages' run directories allow (`gmc-grpo figures`).
 
@@ -126,17 +109,14 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
         "",
         claims_markdown(summary),
     ]
-    counted = [c for c in summary["claims"].values() if "holds" in c]
-    held, total = sum(c["holds"] for c in counted), sum(c["of"] for c in counted)
     lines += [
         f"![{Path(p).stem}]({out_dir.name}/run/{p})"
         for p in summary.get("figures", [])
         if p.endswith(".png")
     ]
-    return {
-        "headline": f"{held}/{total} grid-point checks of the paper's chain hold",
-        "markdown": "\n".join(lines) + "\n",
-    }
+    from pipeline.headlines import sweep_headline
+
+    return {"headline": sweep_headline(summary), "markdown": "\n".join(lines) + "\n"}
 
 
 def toy_train_stage(out_dir: Path) -> dict[str, Any]:
@@ -145,17 +125,19 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
     import torch
 
     from pipeline.toy import draw_figures
-    from toy_mdps.train.analysis import VERDICTS
     from toy_mdps.train.config import QUICK_EXPERIMENTS, ExperimentConfig, shipped_experiment
     from toy_mdps.train.report import experiment_markdown
     from toy_mdps.train.run import run_experiment
 
     torch.set_num_threads(1)  # small tensors: one thread is fastest, and robust on shared cores
     out_dir = Path(out_dir)
-    summaries = {}
+    from pipeline.headlines import toy_train_headline, training_setting
+
+    summaries, settings = {}, {}
     parts = []
     for name in QUICK_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
+        settings[config.name] = training_setting(config.points()[0][1].to_dict())
         experiment_dir = out_dir / config.name
         run_experiment(config, experiment_dir, progress=False, jobs=machine_jobs())
         if config.figures:
@@ -163,30 +145,19 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
         summary = json.loads((experiment_dir / "summary.json").read_text())
         summaries[config.name] = summary
         parts.append(experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}"))
-    claims = [c for s in summaries.values() for c in s.get("orderings", [])]
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in VERDICTS}
-    headline = (
-        f"{counts['holds']} of {len(claims)} orderings hold on the toy MDPs (paired 95% "
-        f"intervals over seeds), {counts['not significant']} not significant, "
-        f"{counts['does not hold']} {'does' if counts['does not hold'] == 1 else 'do'} not hold"
-    )
-    for s in summaries.values():
-        fit = s.get("eps_star")
-        if not fit:
-            continue
-        if "tau4_exponent" in fit:
-            headline += (
-                rf"; $\epsilon^\star \propto \bar\tau_4^{{{fit['tau4_exponent']:.2f}}}"
-                rf" N^{{{fit['n_exponent']:.2f}}}$ (paper: $1/7$, $-3/14$)"
-            )
-        else:
-            headline += (
-                rf"; $\epsilon^\star$: no interior optimum ({fit['censored_cells']} of "
-                f"{len(fit['table'])} cells censored)"
-            )
-        tests = [t["by_convergence"].get("interior_test") for t in fit["table"]]
-        interior = sum(t is not None and t["verdict"] == "holds" for t in tests)
-        headline += f"; significantly interior eps*: {interior} of {len(tests)} cells"
+    headline = toy_train_headline(summaries, settings)
+    outside = sorted({r for reasons in settings.values() for r in reasons})
+    if outside:
+        parts.insert(
+            0,
+            "Runs with "
+            + ", ".join(outside)
+            + " are outside the theorems' setting (Lemma 1 and Theorems 1-2 analyse plain SGD at "
+            "a constant step): their orderings test the paper's experimental claims, not the "
+            "theorems. "
+            + ", ".join(f"`{n}`" for n, r in settings.items() if not r)
+            + " runs plain SGD at a constant step (the theorems' setting).",
+        )
     return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
 
 
@@ -210,7 +181,7 @@ STAGES: tuple[Stage, ...] = (
         "bounds",
         "Toy token MDPs: the theorems' bounds, with constants, beside the measurements",
         "pipeline.bounds_stage:bounds_stage",
-        (("experiments", ["bounds_quick"]),),
+        (("experiments", ["bounds_quick", "bounds_bite", "drift_quick"]),),
         reads_earlier=True,
     ),
     Stage(
@@ -218,6 +189,12 @@ STAGES: tuple[Stage, ...] = (
         "Toy token MDPs: rollout workers with per-group lags (mixed delays, delay regularity)",
         "pipeline.workers_stage:workers_stage",
         (("experiments", ["mixed_quick", "regularity_quick"]),),
+    ),
+    Stage(
+        "claims",
+        "Theory: the claims that need runs, on this report's runs",
+        "pipeline.claims_stage:claims_stage",
+        reads_earlier=True,
     ),
     Stage(
         "llm_tiny",

@@ -9,7 +9,8 @@ in the constant the check would catch (a claimed constant below `ratio * constan
 
 Searches (all exact, by enumeration of the groups; `theory.exact`, `theory.trees`):
 
-* `search_second_moment`: `E||g^w||^2 / M_ours` for TIC and GMC (Proposition 1);
+* `search_second_moment`: `E||g^w||^2 / M_ours` for TIC and GMC (Proposition 1), and
+  `search_second_moment_by_depth` the same at response lengths `T = 1..4`;
 * `search_bias`: `||E[g^w - g^IS]|| / (K_b * removed mass)` (Proposition 1's bias half);
 * `search_kl_drift`: `KL / ((T L / 2) ||dtheta||^2)` on shared-parameter (log-linear) trees;
 * `search_smoothness`: `||grad^2 J|| / L_J` (the smoothness behind Lemma 1);
@@ -182,6 +183,67 @@ def search_second_moment(restarts: int = 2, maxfev: int = 200, seed: int = 0) ->
                 "eps": _eps(x[-1]),
             }
     return SearchResult("Prop. 1 second moment / ours", best, best_ex, restarts * 4 + 2, evals)
+
+
+# depths of Proposition 1's search over several T (tabular trees, vocabulary 2: 2^T trajectories)
+SECOND_MOMENT_DEPTHS = (1, 2, 3, 4)
+
+
+@lru_cache(maxsize=4)
+def search_second_moment_by_depth(
+    depths: tuple[int, ...] = SECOND_MOMENT_DEPTHS,
+    screen: int = 256,
+    maxfev: int = 150,
+    seed: int = 4,
+) -> dict[int, SearchResult]:
+    """Proposition 1's search at several response lengths `T`: per depth, the largest
+    `E||g^w||^2 / ((2/T)(1+eps) L R^2 log|A|)` over tabular trees of vocabulary 2 (every context
+    its own logits), TIC and GMC with `G = 1`, fixed advantages in `[-1, 1]`, `eps` in
+    `EPS_RANGE`: a random screen of `screen` points (the first one the one-token extremal point
+    lifted to `T` tokens), then Nelder-Mead from the best one.
+
+    The bound falls like `1/T` (the score is a sum of `T` martingale differences, each token's
+    squared score at most `2L(-log p)`); a ratio that grew with `T` would show the `1/T` is not
+    earned, one above 1 would refute the bound.
+    """
+    rng = np.random.default_rng(seed)
+    out = {}
+    for depth in depths:
+        tree = tabular_tree(2, depth)
+        k = tree.vocab_size**tree.depth
+        bound_of = {}
+
+        def ratio(x: np.ndarray, method: str, tree: TokenTree = tree) -> float:
+            th, tb, adv, eps = _split(x, tree)
+            prob = problem_from_tree(tree, th, tb, advantages=adv)
+            m2 = group_moments(prob, method, eps, 1, advantage="fixed").second_moment
+            bound = second_moment_bound(
+                eps, tree.depth, tree.smoothness, 1.0, tree.vocab_size, "ours"
+            )
+            return float(m2 / bound)
+
+        best, evals, best_method = -np.inf, 0, ""
+        for method in ("gmc", "tic"):
+            pool = rng.normal(scale=1.5, size=(screen, 2 * tree.dim + k + 1))
+            # the one-token extremal point lifted to T tokens: uniform current and behavior
+            # policies, advantages near 1, eps near its smallest value
+            pool[0] = np.concatenate([np.zeros(2 * tree.dim), np.full(k, 4.0), [-8.0]])
+            values = [ratio(x, method) for x in pool]
+            start = pool[int(np.argmax(values))]
+            value, _, used = maximise(lambda x, m=method: ratio(x, m), [start], maxfev)
+            evals += used + screen
+            value = max(value, max(values))
+            bound_of[method] = value
+            if value > best:
+                best, best_method = value, method
+        out[depth] = SearchResult(
+            f"Prop. 1 second moment / ours, T = {depth}",
+            best,
+            {"depth": depth, "vocab_size": 2, "group_size": 1, "method": best_method, **bound_of},
+            2,
+            evals,
+        )
+    return out
 
 
 @lru_cache(maxsize=4)

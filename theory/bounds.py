@@ -18,6 +18,7 @@ quantity                      value                                        prove
 Lemma 1 coefficients          `2T/(eta N)`, `T^2 eta R L (2 log|A|+1)`,    paper (re-derived)
                               `T^2`
 smoothness of `J`             `L_J = T R L (2 log|A| + 1)`                 ours (implied by Lemma 1)
+gradient ceiling              `||grad J||^2 <= T L R^2 log|A| / 2`           ours
 Prop. 1 second moment         `(8/T)(1+eps) L R^2 log|A|`                  paper
                               `(2/T)(1+eps) L R^2 log|A|` (`|A_hat| <= R`) ours
 score bound (pathwise)        `||s(y)|| <= T sqrt(2 L log C)`              ours (Assumption 2)
@@ -112,6 +113,20 @@ def objective_smoothness(
     """
     out = _a(T) * _a(R) * _a(L) * (2.0 * np.log(_a(vocab_size)) + 1.0)
     return _f(out, T, R, L, vocab_size)
+
+
+def gradient_norm_sq_ceiling(
+    T: ArrayLike, L: ArrayLike, R: ArrayLike, vocab_size: ArrayLike
+) -> FloatOrArray:
+    """`||grad J(theta)||^2 <= T L R^2 log|A| / 2` at every `theta` (ours): no run's
+    `(1/N) sum_n ||grad J(theta_n)||^2` can exceed it, so a bound above it is vacuous.
+
+    `grad J = E_pi[(r - R/2) s]` (the score has mean zero), Cauchy-Schwarz with `|r - R/2| <= R/2`,
+    and `E||s||^2 <= 2 L T log|A|` as in Proposition 1 (martingale differences, `||grad log p||^2
+    <= 2 L (-log p)`, entropy `<= log|A|`).
+    """
+    out = _a(T) * _a(L) * _a(R) ** 2 * np.log(_a(vocab_size)) / 2.0
+    return _f(out, T, L, R, vocab_size)
 
 
 def score_norm_bound(T: ArrayLike, L: ArrayLike, C: ArrayLike) -> FloatOrArray:

@@ -14,17 +14,31 @@ EPILOG = """examples:
   gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
   gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
+  gmc-grpo theory --runs results/      # the run rows on a `make reproduce` output
 
-verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
-something else, no counterexample) | not checkable here. Only the paper's claims are counted;
-our readings and extensions are listed apart. JSON rows carry the claim and the derived
-expression both as plain text and as LaTeX (claim_latex, derived_latex).
+verdicts (theory.verdicts; each row gives a one-line reason for its kind):
+  verified                an independent computation that could have come out otherwise agrees
+  reconstructed           our derivation from the paper's ingredients; nothing computed could
+                          contradict it
+  holds with a condition  holds only under a condition the paper does not state (named)
+  refuted                 an exact example or computation contradicts the claim
+  not reproduced          what we derive or measure differs; nothing contradicts it as a bound
+  does not hold / not significant   measured comparisons (paired 95% intervals)
+  needs runs              evidence from toy runs: add --runs DIR
+  not checkable here
+The paper's claims are counted, one count per kind (no pooled total); our readings and
+extensions are counted apart. JSON rows carry the claim and the derived expression both as plain
+text and as LaTeX (claim_latex, derived_latex), and the verdict's reason and condition.
 
---runs reads the records (JSON only: config.json, metrics.jsonl, summary.json) of toy training runs
-that tracked their bound quantities (`gmc-grpo toy train ... --bound-every K`, or the shipped
-`bounds_quick` experiment) and prints, per run, the measured (1/N) sum ||grad J||^2 beside
-Theorem 1/2's right-hand side with explicit constants, each term beside its measured counterpart,
-the per-step checks and every refutation (theory.measured; no torch, no toy track).
+Without --runs the rows whose evidence is a measurement on toy runs say "needs runs" and name the
+experiment. --runs reads the records under DIR (JSON and CSV only: config.json, metrics.jsonl,
+summary.json, results.csv; no torch, no toy track): toy training runs that tracked their bound
+quantities (`--bound-every K`, the shipped bounds_quick, bounds_bite and drift_quick
+experiments), delay-regularity experiments (regularity_quick) and bias sweeps; it evaluates the
+run rows (drift, delay regularity, the delay-uniform second moment, Lemma 1 with measured
+moments, the explicit theorems' vacuity) and prints, per tracked run, the measured
+(1/N) sum ||grad J||^2 beside Theorem 1/2's right-hand side with explicit constants, each term
+beside its measured counterpart, the per-step checks and every refutation (theory.measured).
 """
 
 
@@ -62,8 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="DIR",
-        help="toy training runs (or folders holding them) that tracked their bound quantities: "
-        "print the bounds beside the measurements (with --out: bounds.json, bounds.md)",
+        help="toy runs (or folders holding them): evaluate the claims that need runs, and print "
+        "the bounds beside the tracked runs' measurements (with --out: bounds.json, bounds.md)",
     )
     return parser
 
@@ -95,6 +109,13 @@ def _wrap(label: str, text: str, width: int) -> list[str]:
     return [f"    {label + ':':8s} {wrapped[0]}"] + [f"             {w}" for w in wrapped[1:]]
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    """Every verdict kind that occurs, with its own count (`theory.claims.counts_text`)."""
+    from theory.claims import counts_text as text
+
+    return text(counts)
+
+
 def format_table(
     rows: list[dict[str, object]],
     consts: list[dict[str, float]],
@@ -114,16 +135,16 @@ def format_table(
             number += 1
             lines.append(f"{number:2d}. [{row['verdict']}] {row['title']}")
             lines += _wrap("claim", str(row["claim"]), width)
+            reason = str(row["reason"])
+            if row.get("condition"):
+                reason += f" (condition: {row['condition']})"
+            lines += _wrap("why", reason, width)
             lines += _wrap("where", str(row["where"]), width)
             lines += _wrap("derived", str(row["derived"]), width)
             lines += _wrap("result", str(row["result"]), width)
             lines += _wrap("how", str(row["how"]), width)
             lines.append("")
-        total = sum(counts[section].values())
-        lines.append(
-            f"{section} total ({total}): "
-            + ", ".join(f"{v} {k}" for k, v in counts[section].items())
-        )
+        lines.append(f"{section}: {counts_text(counts[section])}")
         lines.append("")
     header = [
         "eps",
@@ -155,9 +176,29 @@ def main(argv: list[str] | None = None) -> int:
     if any(e <= 0 for e in args.eps):
         print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
-    from theory.claims import claims_markdown, evaluate_claims, summary_by_section
+    from theory.claims import claims_markdown, evaluate_claims, needs_runs, summary_by_section
 
-    rows = evaluate_claims()
+    evidence = None
+    if args.runs is not None:
+        from theory.run_evidence import collect_evidence
+
+        missing = [str(p) for p in args.runs if not p.exists()]
+        if missing:
+            print(f"error: --runs: no such folder {', '.join(missing)}", file=sys.stderr)
+            return 2
+        evidence = collect_evidence(args.runs)
+        if evidence.empty:
+            print(
+                f"error: --runs: no toy run the claims table can read under "
+                f"{', '.join(map(str, args.runs))}: no run with bound tracking (train with "
+                "--bound-every K, e.g. `gmc-grpo toy train --experiment bounds_quick`), no "
+                "delay-regularity experiment, no bias sweep",
+                file=sys.stderr,
+            )
+            return 2
+        for problem in evidence.problems:
+            print(f"warning: {problem}", file=sys.stderr)
+    rows = evaluate_claims(evidence)
     consts = constants_table(args.eps)
     counts = summary_by_section(rows)
     payload: dict[str, object] = {
@@ -165,25 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         "constants": consts,
         "summary": counts["paper"],
         "summary_ours": counts["ours"],
+        "needs_runs": needs_runs(rows),
     }
-    measured: list = []
-    if args.runs is not None:
-        from theory.measured import all_run_bounds
-
-        missing = [str(p) for p in args.runs if not p.exists()]
-        if missing:
-            print(f"error: --runs: no such folder {', '.join(missing)}", file=sys.stderr)
-            return 2
-        measured, problems = all_run_bounds(args.runs)
-        if not measured:
-            print(
-                f"error: --runs: no toy run with bound tracking under {', '.join(map(str, args.runs))} "
-                "(train with --bound-every K, e.g. `gmc-grpo toy train --experiment bounds_quick`)",
-                file=sys.stderr,
-            )
-            return 2
-        for problem in problems:
-            print(f"warning: {problem}", file=sys.stderr)
+    measured = [] if evidence is None else evidence.tracked
+    if evidence is not None:
+        payload["evidence"] = {
+            "tracked_runs": len(evidence.tracked),
+            "drift_runs": len(evidence.drift),
+            "regularity_runs": len(evidence.regularity),
+            "sweep_rows": len(evidence.sweep_rows),
+        }
         payload["bounds"] = [
             {k: v for k, v in r.as_dict().items() if k != "series"} for r in measured
         ]
@@ -197,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         _write(md_path, claims_markdown(rows))
         payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
         if measured:
-            from theory.measured import bounds_markdown
+            from theory.measured_report import bounds_markdown
 
             bounds_json, bounds_md = args.out / "bounds.json", args.out / "bounds.md"
             _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
@@ -207,8 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
         print(format_table(rows, consts, counts))
+        if payload["needs_runs"]:
+            print(
+                "\nrows that need runs (add --runs DIR; each row says which experiment): "
+                + ", ".join(payload["needs_runs"])  # type: ignore[arg-type]
+            )
         if measured:
-            from theory.measured import bounds_text
+            from theory.measured_report import bounds_text
 
             print()
             print(bounds_text(measured))

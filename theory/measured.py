@@ -45,13 +45,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-from gmc_grpo.methods import MethodSettings, get_method
-from gmc_grpo.records import read_json, read_jsonl
+from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.methods import get_method
 from gmc_grpo.stats import t_interval
 from theory.bounds import (
     bias_norm_bound,
@@ -61,8 +61,39 @@ from theory.bounds import (
     second_moment_bound,
     theorem_terms,
 )
+from theory.run_records import (
+    RunSeries,
+    class_eps,
+    find_runs,
+    is_toy_train_run,
+    is_tracked_run,
+    load_series,
+    setting,
+)
+
+__all__ = [  # the run-record readers are re-exported: callers read and evaluate from one module
+    "CONSTANTS",
+    "TERMS",
+    "RunBounds",
+    "RunSeries",
+    "all_run_bounds",
+    "class_eps",
+    "find_runs",
+    "first_order_identity",
+    "is_toy_train_run",
+    "is_tracked_run",
+    "load_series",
+    "run_bounds",
+    "setting",
+]
 
 ROUNDING = 1e-9
+# `np.exp` overflows above log(max float64) = 709.78: `log C` is capped here before `exp`. No toy
+# run comes near it (the largest log C of the shipped quick experiments is about 7); a run above it
+# would have its `C`,
+# and with it the bound (which grows with log C), understated: the cap can only make a bound
+# smaller, never hide a refutation.
+LOG_C_OVERFLOW_CAP = 700.0
 CONSTANTS = ("paper", "ours")
 TERMS = ("total", "optimisation", "variance", "delay")
 # what a term's measured counterpart is (Markdown, `$...$` math)
@@ -74,156 +105,6 @@ TERM_LATEX = {
     "delay": r"$T^2\,\overline{\Vert b_n\Vert^2}$ vs "
     r"$\frac{\kappa T^3L^5R^6\log^2\mathcal{C}\log|\mathcal{A}|(1+\epsilon)^3\eta^4\bar\tau_4}{\mathrm{den}^2}$",
 }
-
-
-# ----------------------------------------------------------------------------------------------
-# Reading the records
-# ----------------------------------------------------------------------------------------------
-
-
-def is_tracked_run(run_dir: str | Path) -> bool:
-    """A toy training run directory whose config turned the bound tracking on."""
-    path = Path(run_dir) / "config.json"
-    if not path.is_file() or not (Path(run_dir) / "metrics.jsonl").is_file():
-        return False
-    try:
-        config = read_json(path).get("config", {})
-    except (OSError, ValueError):
-        return False
-    return int(config.get("bound_every", 0) or 0) > 0 and "total_steps" in config
-
-
-def is_toy_train_run(run_dir: str | Path) -> bool:
-    """A finished toy training run (tracked or not): config with `total_steps`, a summary."""
-    path = Path(run_dir)
-    if not (path / "config.json").is_file() or not (path / "summary.json").is_file():
-        return False
-    try:
-        config = read_json(path / "config.json").get("config", {})
-    except (OSError, ValueError):
-        return False
-    return {"total_steps", "method", "optimizer", "delay"} <= set(config)
-
-
-def find_runs(paths: Iterable[str | Path], tracked: bool = True) -> list[Path]:
-    """Run directories under `paths` (recursively), sorted; tracked ones only by default."""
-    test = is_tracked_run if tracked else is_toy_train_run
-    found: set[Path] = set()
-    for root in map(Path, paths):
-        candidates = [root, *root.rglob("config.json")]
-        for c in candidates:
-            run_dir = c.parent if c.name == "config.json" else c
-            if test(run_dir):
-                found.add(run_dir)
-    return sorted(found)
-
-
-def setting(config: dict[str, Any]) -> list[str]:
-    """Why a run is outside the theorems' setting (empty: inside; module docstring)."""
-    spec = get_method(config["method"])
-    reasons = []
-    if spec.class_cap is None:
-        reasons.append(f"{spec.label} is not in the class of eq. 5")
-    elif spec.removed_mass_bound is None:
-        reasons.append(f"no theorem for {spec.label} (Theorems 1-2 are GMC and TIC)")
-    if config["optimizer"] != "sgd":
-        reasons.append(f"optimizer {config['optimizer']} (the theorems analyse SGD)")
-    if config.get("lr_schedule", "constant") != "constant":
-        reasons.append(f"step-size schedule {config['lr_schedule']} (the theorems: constant)")
-    if config.get("grad_clip") is not None:
-        reasons.append(f"gradient clipping at {config['grad_clip']}")
-    if spec.step_scale is not None:
-        reasons.append(f"{spec.label}'s per-step step-size factor ({spec.step_scale.metric})")
-    if spec.uses_baseline(config.get("advantage", "paper")):
-        reasons.append(f"{spec.label}'s baseline (not the leave-one-out advantage)")
-    elif spec.advantage_kind(config.get("advantage", "paper")) != "loo":
-        kind = spec.advantage_kind(config.get("advantage", "paper"))
-        reasons.append(f"{kind} advantages (the bias chain assumes unbiased IS: leave-one-out)")
-    return reasons
-
-
-def class_eps(config: dict[str, Any]) -> float | None:
-    """The `eps` with `(1/G) sum_i c_i <= 1 + eps` in every group (the registry's `class_cap`)."""
-    spec = get_method(config["method"])
-    if spec.class_cap is None:
-        return None
-    settings = MethodSettings.of(SimpleNamespace(**config))
-    return float(spec.class_cap(settings))
-
-
-@dataclass
-class RunSeries:
-    """A run's records as `[S, N]` arrays (every step) and `[S, R]` arrays (recorded steps)."""
-
-    config: dict[str, Any]
-    seeds: list[int]
-    every: dict[str, np.ndarray]
-    recorded_steps: np.ndarray
-    recorded: dict[str, np.ndarray]
-    final_objective: np.ndarray
-
-
-EVERY_STEP = {
-    "grad_norm_sq": "policy/grad_norm_sq",
-    "objective": "policy/objective",
-    "lag": "staleness/lag",
-    "update_norm": "optim/grad_norm",
-    "lr": "optim/lr",
-    "kl_batch": "ratio/kl_exact",
-    "log_coverage": "bounds/log_coverage",
-    "drift_sq": "bounds/drift_sq",
-    "step_sq": "bounds/step_sq",
-    "lag_sq": "bounds/lag_sq",
-    "lag_fourth": "bounds/lag_fourth",
-    "group_coef_max": "bounds/group_coef_max",
-    "lipschitz_L": "bounds/lipschitz_L",
-    "grad_dot_step": "bounds/grad_dot_step",
-}
-RECORDED = {
-    name: f"bounds/{name}"
-    for base in ("bias_sq", "second_moment", "removed_mass", "grad_dot_bias")
-    for name in (base, f"{base}_lo", f"{base}_hi")
-} | {"kl_mean": "bounds/kl_mean", "kl_max": "bounds/kl_max"}
-
-
-def _float(value: Any) -> float:
-    return math.nan if value is None else float(value)
-
-
-def load_series(run_dir: str | Path) -> RunSeries:
-    """The arrays of a tracked run (`is_tracked_run`); raises `ValueError` on missing fields."""
-    run_dir = Path(run_dir)
-    config = read_json(run_dir / "config.json")["config"]
-    rows = read_jsonl(run_dir / "metrics.jsonl")
-    seeds = [int(s) for s in config["seeds"]]
-    steps = int(config["total_steps"])
-    by_seed: dict[int, list[dict[str, Any]]] = {s: [] for s in seeds}
-    for row in rows:
-        by_seed.setdefault(int(row["seed"]), []).append(row)
-    for seed in seeds:
-        by_seed[seed].sort(key=lambda r: r["step"])
-        if len(by_seed[seed]) != steps:
-            raise ValueError(
-                f"{run_dir}: seed {seed} has {len(by_seed[seed])} of {steps} steps (unfinished run?)"
-            )
-    missing = [k for k in EVERY_STEP.values() if k not in by_seed[seeds[0]][0]]
-    if missing:
-        raise ValueError(f"{run_dir}: metrics rows lack {missing} (bound tracking was off?)")
-    every = {
-        name: np.array([[_float(r.get(key)) for r in by_seed[s]] for s in seeds])
-        for name, key in EVERY_STEP.items()
-    }
-    marks = [i for i, r in enumerate(by_seed[seeds[0]]) if r.get("bounds/bias_sq") is not None]
-    recorded = {
-        name: np.array([[_float(by_seed[s][i].get(key)) for i in marks] for s in seeds])
-        for name, key in RECORDED.items()
-    }
-    final = np.array([np.nan] * len(seeds))
-    summary_path = run_dir / "summary.json"
-    if summary_path.is_file():
-        per_seed = read_json(summary_path).get("per_seed", {})
-        final = np.array([_float(per_seed.get(str(s), {}).get("final_objective")) for s in seeds])
-    return RunSeries(config, seeds, every, np.array(marks, dtype=np.int64), recorded, final)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -344,155 +225,210 @@ def _band(x: np.ndarray) -> dict[str, list[float]]:
     return {k: [c[k] for c in cols] for k in ("mean", "lo", "hi")}
 
 
-def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
-    """Bounds with their constants beside the measurements of one tracked run (module doc)."""
-    series = load_series(run_dir)
-    cfg, ev, rec = series.config, series.every, series.recorded
-    label = name or str(cfg.get("name", Path(run_dir).name))
-    spec = get_method(cfg["method"])
-    T, V, R = int(cfg["max_length"]), int(cfg["vocab_size"]), float(cfg["reward_scale"])
-    eta, N = float(cfg["lr"]), int(cfg["total_steps"])
-    L = float(np.nanmax(ev["lipschitz_L"]))
-    log_c = float(np.nanmax(ev["log_coverage"]))
-    eps = class_eps(cfg)
-    j0 = float(ev["objective"][0, 0])
-    tau2, tau4 = float(np.mean(ev["lag_sq"])), float(np.mean(ev["lag_fourth"]))
-    constants = {
-        "T": T,
-        "vocab_size": V,
-        "R": R,
-        "L": L,
-        "log_C": log_c,
-        "eta": eta,
-        "N": N,
+def run_constants(series: RunSeries) -> dict[str, Any]:
+    """The run's constants of the bounds: `T, |A|, R, L, log C, eta, N, G, B, eps, tau2, tau4,
+    J0` (`L` and `C` the largest recorded values, `tau2`/`tau4` the realised lag moments)."""
+    cfg, ev = series.config, series.every
+    return {
+        "T": int(cfg["max_length"]),
+        "vocab_size": int(cfg["vocab_size"]),
+        "R": float(cfg["reward_scale"]),
+        "L": float(np.nanmax(ev["lipschitz_L"])),
+        "log_C": float(np.nanmax(ev["log_coverage"])),
+        "eta": float(cfg["lr"]),
+        "N": int(cfg["total_steps"]),
         "G": int(cfg["group_size"]),
         "B": int(cfg["num_groups"]),
-        "eps": eps,
-        "tau2": tau2,
-        "tau4": tau4,
-        "J0": j0,
+        "eps": class_eps(cfg),
+        "tau2": float(np.mean(ev["lag_sq"])),
+        "tau4": float(np.mean(ev["lag_fourth"])),
+        "J0": float(ev["objective"][0, 0]),
         "num_seeds": len(series.seeds),
         "recorded_steps": int(series.recorded_steps.size),
     }
-    out = RunBounds(label, str(run_dir), cfg["method"], constants, setting(cfg))
-    seeds = series.seeds
-    steps_all = np.arange(N)
-    # -- class membership (eq. 5), realised -------------------------------------------------------
-    if eps is not None:
-        coef = ev["group_coef_max"]
-        out.class_check = {
-            "class_eps": eps,
-            "run_eps": float(cfg["eps"]),
-            "max_group_mass": float(np.nanmax(coef)) if np.isfinite(coef).any() else None,
-        }
-        _Checker("class: (1/G) sum c_i <= 1 + eps", label, out.checks, out.refutations).add(
-            coef, np.full_like(coef, 1.0 + eps), steps_all, seeds
+
+
+def coverage(log_c: ArrayLike) -> np.ndarray:
+    """`C = exp(log C)`, with `log C` capped at `LOG_C_OVERFLOW_CAP` (see there)."""
+    return np.exp(np.minimum(np.asarray(log_c, dtype=np.float64), LOG_C_OVERFLOW_CAP))
+
+
+def is_plain_sgd(config: dict[str, Any]) -> bool:
+    """Every update is `eta g_n` with one constant `eta`: SGD, constant step, no clip, no
+    per-step factor (the updates Lemma 1 and the drift bound speak of)."""
+    return (
+        config["optimizer"] == "sgd"
+        and config.get("lr_schedule", "constant") == "constant"
+        and config.get("grad_clip") is None
+        and get_method(config["method"]).step_scale is None
+    )
+
+
+def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
+    """Bounds with their constants beside the measurements of one tracked run (module doc)."""
+    series = load_series(run_dir)
+    cfg = series.config
+    label = name or str(cfg.get("name", Path(run_dir).name))
+    out = RunBounds(label, str(run_dir), cfg["method"], run_constants(series), setting(cfg))
+    _class_check(series, out)
+    m_bound = {
+        c: float(
+            second_moment_bound(
+                _eps_or_paper(out.constants["eps"]),
+                out.constants["T"],
+                out.constants["L"],
+                out.constants["R"],
+                out.constants["vocab_size"],
+                c,
+            )
         )
-    # -- per-step checks -------------------------------------------------------------------------
-    kl_factor = T * L / 2.0
+        for c in CONSTANTS
+    }
+    _drift_and_kl_checks(series, out, m_bound)
+    _estimator_checks(series, out, m_bound)
+    _run_terms(series, out)
+    return out
+
+
+def _eps_or_paper(eps: float | None) -> float:
+    """A method outside the class has no `eps` of eq. 5: its Proposition 1 bound is shown at the
+    paper's `eps` (for reference only; it is not a bound for that method)."""
+    return PAPER_CAP_EPS if eps is None else eps
+
+
+def _class_check(series: RunSeries, out: RunBounds) -> None:
+    """Class membership (eq. 5) on the run's realised groups: `(1/G) sum_i c_i <= 1 + eps`."""
+    eps = out.constants["eps"]
+    if eps is None:
+        return
+    coef = series.every["group_coef_max"]
+    out.class_check = {
+        "class_eps": eps,
+        "run_eps": float(series.config["eps"]),
+        "max_group_mass": float(np.nanmax(coef)) if np.isfinite(coef).any() else None,
+    }
+    _Checker("class: (1/G) sum c_i <= 1 + eps", out.name, out.checks, out.refutations).add(
+        coef, np.full_like(coef, 1.0 + eps), np.arange(out.constants["N"]), series.seeds
+    )
+
+
+def _drift_and_kl_checks(series: RunSeries, out: RunBounds, m_bound: dict[str, float]) -> None:
+    """Step 3 (KL vs drift, exact), the pathwise drift bound and, for plain SGD, the drift in
+    expectation over seeds against `eta^2 tau^2 M` (`O(eta^2 tau^2)`); their series."""
+    ev, seeds, c = series.every, series.seeds, out.constants
+    N, eta = c["N"], c["eta"]
+    steps_all = np.arange(N)
+    kl_factor = c["T"] * c["L"] / 2.0
     checks, refs = out.checks, out.refutations
-    _Checker("step 3: KL_batch <= (TL/2)||dtheta||^2", label, checks, refs).add(
+    _Checker("step 3: KL_batch <= (TL/2)||dtheta||^2", out.name, checks, refs).add(
         ev["kl_batch"], kl_factor * ev["drift_sq"], steps_all, seeds
     )
     lag = ev["lag"]
-    uniform = np.isclose(ev["lag_sq"], lag**2)
+    uniform = np.isclose(ev["lag_sq"], lag**2)  # one lag per batch: the pathwise bound applies
     cum = np.concatenate([np.zeros((len(seeds), 1)), np.cumsum(ev["step_sq"], axis=1)], axis=1)
-    lag_i = np.rint(lag).astype(np.int64)
-    start = np.clip(steps_all[None, :] - lag_i, 0, N)
+    start = np.clip(steps_all[None, :] - np.rint(lag).astype(np.int64), 0, N)
     window = cum[np.arange(len(seeds))[:, None], steps_all[None, :]] - np.take_along_axis(
         cum, start, axis=1
     )
     pathwise = np.where(uniform, lag * window, np.nan)
-    _Checker("drift, pathwise: ||dtheta||^2 <= tau sum ||step||^2", label, checks, refs).add(
+    _Checker("drift, pathwise: ||dtheta||^2 <= tau sum ||step||^2", out.name, checks, refs).add(
         ev["drift_sq"], pathwise, steps_all, seeds
     )
-    marks = series.recorded_steps
-    bounds_m = {
-        c: float(second_moment_bound(eps if eps is not None else 0.28, T, L, R, V, c))
-        for c in CONSTANTS
-    }
-    sm = rec["second_moment"]
-    for c in CONSTANTS:
-        bound = np.full_like(sm, bounds_m[c])
-        _Checker(f"Prop. 1 ({c}): E||g||^2 <= M", label, checks, refs).add(
-            sm, bound, marks, seeds, lower=rec["second_moment_lo"]
-        )
-    bias = np.sqrt(np.clip(rec["bias_sq"], 0, None))
-    bias_lo = np.sqrt(np.clip(rec["bias_sq_lo"], 0, None))
-    log_c_n = ev["log_coverage"][:, marks]
-    k_b = np.asarray(bias_per_removed_mass(R, L, np.exp(np.minimum(log_c_n, 700.0))))
-    removed_b = k_b * rec["removed_mass"]
-    if spec.removed_mass_bound is not None and eps is not None:
-        den = float(denominator(eps, spec.removed_mass_bound))
-        # no capped group in any of the M minibatches leaves a degenerate interval [0, 0] for
-        # E[m]: that step is not evaluated (the exact bound K_b KL / den still is)
-        removed_hi = np.where(rec["removed_mass_hi"] > 0, rec["removed_mass_hi"], np.nan)
-        _Checker("Prop. 1 bias: ||b|| <= K_b E[m]", label, checks, refs).add(
-            bias, k_b * removed_hi, marks, seeds, lower=bias_lo
-        )
-        _Checker("Prop. 1 bias and step 2: ||b|| <= K_b KL / den", label, checks, refs).add(
-            bias, k_b * rec["kl_mean"] / den, marks, seeds, lower=bias_lo
-        )
-        _Checker("step 2: E[m] <= KL / den", label, checks, refs).add(
-            rec["removed_mass"], rec["kl_mean"] / den, marks, seeds, lower=rec["removed_mass_lo"]
-        )
     # SGD: every update is at most eta ||g_n|| (a clip or a schedule factor <= 1 only shrinks it)
-    sgd = cfg["optimizer"] == "sgd"
+    sgd = series.config["optimizer"] == "sgd"
+    expected = eta**2 * ev["lag_sq"] * m_bound["paper"]
     if sgd:
         drift = [_interval(ev["drift_sq"][:, j]) for j in range(N)]
-        expected = (eta**2 * ev["lag_sq"] * bounds_m["paper"]).mean(axis=0, keepdims=True)
-        _Checker("drift: E||dtheta||^2 <= eta^2 tau^2 M", label, checks, refs).add(
+        _Checker("drift: E||dtheta||^2 <= eta^2 tau^2 M", out.name, checks, refs).add(
             np.array([[d["mean"] for d in drift]]),
-            expected,
+            expected.mean(axis=0, keepdims=True),
             steps_all,
             ["mean over seeds"],
             lower=np.array([[d["lo"] if d["n"] > 1 else d["mean"] for d in drift]]),
         )
-    if spec.removed_mass_bound is not None and eps is not None:
-        chain = bias_norm_bound(
-            eta=eta,
-            tau2=ev["lag_sq"][:, marks],
-            eps=eps,
-            T=T,
-            L=L,
-            R=R,
-            C=np.exp(np.minimum(log_c_n, 700.0)),
-            vocab_size=V,
-            method=spec.removed_mass_bound,
-        )
-        out.series["bias"] = {
-            "steps": marks.tolist(),
-            "measured ||b_n||": _band(bias),
-            "K_b E[m_n] (Prop. 1 bias)": _band(removed_b),
-            "K_b KL_n / den (step 2)": _band(k_b * rec["kl_mean"] / den),
-            "K_b (TL/2)||dtheta||^2 / den (step 3)": _band(
-                k_b * kl_factor * ev["drift_sq"][:, marks] / den
-            ),
-        }
-        if sgd:
-            out.series["bias"]["K_b (TL/2) eta^2 tau^2 M / den (chain)"] = _band(np.asarray(chain))
-    out.series["second_moment"] = {
-        "steps": marks.tolist(),
-        "measured E||g_n||^2": _band(sm),
-        "M, Prop. 1 (8)": _band(np.full_like(sm, bounds_m["paper"])),
-        "M, ours (2)": _band(np.full_like(sm, bounds_m["ours"])),
-    }
     out.series["drift"] = {
         "steps": steps_all.tolist(),
         "measured ||theta_n - theta_{n-tau}||^2": _band(ev["drift_sq"]),
         "tau sum ||step||^2 (pathwise)": _band(np.nan_to_num(pathwise, nan=0.0)),
     }
     if sgd:
-        out.series["drift"]["eta^2 tau^2 M (Prop. 1)"] = _band(
-            eta**2 * ev["lag_sq"] * bounds_m["paper"]
-        )
+        out.series["drift"]["eta^2 tau^2 M (Prop. 1)"] = _band(expected)
     out.series["kl"] = {
         "steps": steps_all.tolist(),
         "measured KL (batch prompts)": _band(ev["kl_batch"]),
         "(TL/2)||theta_n - theta_{n-tau}||^2": _band(kl_factor * ev["drift_sq"]),
     }
-    # -- the run-level terms ---------------------------------------------------------------------
-    smooth = float(objective_smoothness(T, R, L, V))
+
+
+def _estimator_checks(series: RunSeries, out: RunBounds, m_bound: dict[str, float]) -> None:
+    """At the recorded steps: Proposition 1 (second moment, bias half) and step 2 (removed mass
+    vs KL), from the estimator statistics; their series."""
+    ev, rec, seeds, c = series.every, series.recorded, series.seeds, out.constants
+    spec = get_method(series.config["method"])
+    marks, eps = series.recorded_steps, c["eps"]
+    T, L, R = c["T"], c["L"], c["R"]
+    checks, refs = out.checks, out.refutations
+    sm = rec["second_moment"]
+    for const in CONSTANTS:
+        _Checker(f"Prop. 1 ({const}): E||g||^2 <= M", out.name, checks, refs).add(
+            sm, np.full_like(sm, m_bound[const]), marks, seeds, lower=rec["second_moment_lo"]
+        )
+    out.series["second_moment"] = {
+        "steps": marks.tolist(),
+        "measured E||g_n||^2": _band(sm),
+        "M, Prop. 1 (8)": _band(np.full_like(sm, m_bound["paper"])),
+        "M, ours (2)": _band(np.full_like(sm, m_bound["ours"])),
+    }
+    if spec.removed_mass_bound is None or eps is None:
+        return
+    bias = np.sqrt(np.clip(rec["bias_sq"], 0, None))
+    bias_lo = np.sqrt(np.clip(rec["bias_sq_lo"], 0, None))
+    cover_n = coverage(ev["log_coverage"][:, marks])
+    k_b = np.asarray(bias_per_removed_mass(R, L, cover_n))
+    den = float(denominator(eps, spec.removed_mass_bound))
+    # no capped group in any of the M minibatches leaves a degenerate interval [0, 0] for
+    # E[m]: that step is not evaluated (the exact bound K_b KL / den still is)
+    removed_hi = np.where(rec["removed_mass_hi"] > 0, rec["removed_mass_hi"], np.nan)
+    _Checker("Prop. 1 bias: ||b|| <= K_b E[m]", out.name, checks, refs).add(
+        bias, k_b * removed_hi, marks, seeds, lower=bias_lo
+    )
+    _Checker("Prop. 1 bias and step 2: ||b|| <= K_b KL / den", out.name, checks, refs).add(
+        bias, k_b * rec["kl_mean"] / den, marks, seeds, lower=bias_lo
+    )
+    _Checker("step 2: E[m] <= KL / den", out.name, checks, refs).add(
+        rec["removed_mass"], rec["kl_mean"] / den, marks, seeds, lower=rec["removed_mass_lo"]
+    )
+    out.series["bias"] = {
+        "steps": marks.tolist(),
+        "measured ||b_n||": _band(bias),
+        "K_b E[m_n] (Prop. 1 bias)": _band(k_b * rec["removed_mass"]),
+        "K_b KL_n / den (step 2)": _band(k_b * rec["kl_mean"] / den),
+        "K_b (TL/2)||dtheta||^2 / den (step 3)": _band(
+            k_b * T * L / 2.0 * ev["drift_sq"][:, marks] / den
+        ),
+    }
+    if series.config["optimizer"] == "sgd":
+        chain = bias_norm_bound(
+            eta=c["eta"],
+            tau2=ev["lag_sq"][:, marks],
+            eps=eps,
+            T=T,
+            L=L,
+            R=R,
+            C=cover_n,
+            vocab_size=c["vocab_size"],
+            method=spec.removed_mass_bound,
+        )
+        out.series["bias"]["K_b (TL/2) eta^2 tau^2 M / den (chain)"] = _band(np.asarray(chain))
+
+
+def _run_terms(series: RunSeries, out: RunBounds) -> None:
+    """The run-level terms (module table), Lemma 1 with the measured moments, the first-order
+    split of the metric and, for a method with a theorem, Theorem 1/2's terms with constants."""
+    ev, rec, c = series.every, series.recorded, out.constants
+    spec = get_method(series.config["method"])
+    T, eta, N, j0, eps = c["T"], c["eta"], c["N"], c["J0"], c["eps"]
+    smooth = float(objective_smoothness(T, c["R"], c["L"], c["vocab_size"]))
     final = series.final_objective
     if not np.all(np.isfinite(final)):
         final = ev["objective"][:, -1]
@@ -500,7 +436,9 @@ def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
         "total": ev["grad_norm_sq"].mean(axis=1),
         "optimisation": 2 * T * (final - j0) / (eta * N),
         "variance": T * smooth * eta * np.mean(ev["update_norm"] ** 2, axis=1),
-        "delay": T**2 * np.nanmean(rec["bias_sq"], axis=1) if marks.size else np.zeros(len(seeds)),
+        "delay": T**2 * np.nanmean(rec["bias_sq"], axis=1)
+        if series.recorded_steps.size
+        else np.zeros(len(series.seeds)),
     }
     lemma_rhs = per_seed["optimisation"] + per_seed["variance"] + per_seed["delay"]
     diff = _interval(per_seed["total"] - lemma_rhs)
@@ -511,9 +449,9 @@ def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
         "holds": not diff["lo"] > 0,
     }
     if diff["lo"] > 0:
-        refs.append(
+        out.refutations.append(
             {
-                "run": label,
+                "run": out.name,
                 "check": "Lemma 1 with measured moments",
                 "step": N,
                 "seed": "mean",
@@ -525,33 +463,33 @@ def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
     theorem = {}
     if spec.removed_mass_bound is not None and eps is not None:
         theorem = {
-            c: theorem_terms(
+            const: theorem_terms(
                 spec.removed_mass_bound,
                 T=T,
-                vocab_size=V,
-                R=R,
-                C=math.exp(min(log_c, 700.0)),
-                L=L,
+                vocab_size=c["vocab_size"],
+                R=c["R"],
+                C=float(coverage(c["log_C"])),
+                L=c["L"],
                 eta=eta,
                 N=N,
                 eps=eps,
-                tau4=tau4,
-                objective_gap=R - j0,
-                constant=c,
+                tau4=c["tau4"],
+                objective_gap=c["R"] - j0,
+                constant=const,
             ).as_dict()
-            for c in CONSTANTS
+            for const in CONSTANTS
         }
     for term in TERMS:
         measured = _interval(per_seed[term])
         entry: dict[str, Any] = {"measured": measured}
-        for c, bound in theorem.items():
+        for const, bound in theorem.items():
             b = float(bound[term])
-            entry[c] = {"bound": b, "ratio": _ratio(measured["mean"], b)}
+            entry[const] = {"bound": b, "ratio": _ratio(measured["mean"], b)}
             if measured["lo"] > b:
-                refs.append(
+                out.refutations.append(
                     {
-                        "run": label,
-                        "check": f"Theorem ({c} constants), {term}",
+                        "run": out.name,
+                        "check": f"Theorem ({const} constants), {term}",
                         "step": N,
                         "seed": "mean",
                         "measured": measured["mean"],
@@ -561,7 +499,6 @@ def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
         out.terms[term] = entry
     if theorem:
         out.series["theorem"] = _theorem_series(series, out, smooth, theorem)
-    return out
 
 
 FIRST_ORDER_TERMS = ("progress", "curvature", "bias", "residual")
@@ -586,14 +523,7 @@ def first_order_identity(series: RunSeries, total: np.ndarray, final: np.ndarray
     run takes plain SGD steps of constant size (no clip, no per-step factor).
     """
     cfg, ev, rec = series.config, series.every, series.recorded
-    spec = get_method(cfg["method"])
-    plain = (
-        cfg["optimizer"] == "sgd"
-        and cfg.get("lr_schedule") == "constant"
-        and cfg.get("grad_clip") is None
-        and spec.step_scale is None
-    )
-    if not plain or series.recorded_steps.size == 0:
+    if not is_plain_sgd(cfg) or series.recorded_steps.size == 0:
         return {}
     T, eta, N = int(cfg["max_length"]), float(cfg["lr"]), int(cfg["total_steps"])
     objective = ev["objective"]
@@ -643,21 +573,6 @@ def _theorem_series(
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# Tables
-# ----------------------------------------------------------------------------------------------
-
-
-def _g(x: float | None, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    return f"{x:.{digits}g}"
-
-
-def _stat(stat: dict[str, float], digits: int = 3) -> str:
-    return f"{_g(stat['mean'], digits)} [{_g(stat['lo'], digits)}, {_g(stat['hi'], digits)}]"
-
-
 def all_run_bounds(paths: Iterable[str | Path]) -> tuple[list[RunBounds], list[str]]:
     """`run_bounds` of every tracked run under `paths`, and one line per run that failed."""
     results, problems = [], []
@@ -667,180 +582,3 @@ def all_run_bounds(paths: Iterable[str | Path]) -> tuple[list[RunBounds], list[s
         except (ValueError, KeyError) as err:
             problems.append(f"{run_dir}: {err}")
     return results, problems
-
-
-def summary_line(results: Sequence[RunBounds]) -> str:
-    """One line: runs in the setting, the largest measured/bound, refutations."""
-    inside = [r for r in results if r.in_setting]
-    refs = sum(len(r.refutations) for r in results)
-    if not inside:
-        return f"{len(results)} tracked runs, none in the theorems' setting; {refs} refutations"
-    ratios = [r.terms["total"]["paper"]["ratio"] for r in inside if "paper" in r.terms["total"]]
-    worst = max(ratios) if ratios else math.nan
-    apart = sorted({get_method(r.method).label for r in results if not r.in_setting})
-    outside = f"{len(results) - len(inside)} tracked run{'s' if len(results) - len(inside) != 1 else ''} outside"
-    return (
-        f"{len(inside)} runs in the theorems' setting: measured/bound at most {worst:.2g} "
-        f"(Theorems 1-2 with explicit constants); {outside}"
-        + (f" ({', '.join(apart)})" if apart else "")
-        + f"; {refs} refutations"
-    )
-
-
-def bounds_markdown(results: Sequence[RunBounds], outside: Sequence[dict[str, Any]] = ()) -> str:
-    """Markdown (with `$...$` math): the run table, the per-term table, the per-step checks,
-    refutations, and the runs outside the setting (`outside`: rows of `outside_rows`)."""
-    inside = [r for r in results if r.in_setting and "paper" in r.terms.get("total", {})]
-    lines = [
-        r"Runs of TIC and GMC with plain SGD at a constant step size (the setting of Lemma 1 and "
-        r"Theorems 1-2). Measured: $\frac{1}{N}\sum_n\Vert\nabla J(\theta_n)\Vert^2$, mean "
-        r"[95% t-interval over seeds]. Bound: Theorem 1 (GMC) or 2 (TIC) with explicit "
-        r"constants, at the run's $T, |\mathcal{A}|, R, \mathcal{C}, L, \eta, N, \epsilon$ and "
-        r"realised $\bar\tau_4$; $\kappa = 8$ is Proposition 1's constant, $\kappa = 2$ ours. "
-        r"Ratio = measured / bound (the fraction of the bound used).",
-        "",
-        "| run | $\\eta$ | $N$ | $\\bar\\tau_4$ | $\\log\\mathcal{C}$ | measured | bound "
-        "($\\kappa=8$) | ratio | bound ($\\kappa=2$) | ratio | refutations |",
-        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in inside:
-        t, c = r.terms["total"], r.constants
-        lines.append(
-            f"| {r.name} | {_g(c['eta'])} | {c['N']} | {_g(c['tau4'])} | {_g(c['log_C'])} "
-            f"| {_stat(t['measured'])} | {_g(t['paper']['bound'])} | {_g(t['paper']['ratio'])} "
-            f"| {_g(t['ours']['bound'])} | {_g(t['ours']['ratio'])} | {len(r.refutations)} |"
-        )
-    if inside:
-        lines += [
-            "",
-            "Each term of the bound ($\\kappa = 8$) beside its measured counterpart (Lemma 1's "
-            "right-hand side with the run's measured moments):",
-            "",
-            "| run | term | measured | bound | ratio |",
-            "| --- | --- | --- | ---: | ---: |",
-        ]
-        for r in inside:
-            for term in TERMS[1:]:
-                e = r.terms[term]
-                lines.append(
-                    f"| {r.name} | {term}: {TERM_LATEX[term]} | {_stat(e['measured'])} "
-                    f"| {_g(e['paper']['bound'])} | {_g(e['paper']['ratio'])} |"
-                )
-        held = sum(r.lemma1["holds"] for r in inside)
-        lines += [
-            "",
-            f"Lemma 1 with measured moments (measured total below "
-            f"$\\frac{{2T(J(\\theta_N)-J(\\theta_0))}}{{\\eta N}} + T L_J \\eta\\,\\overline{{\\Vert "
-            f"g_n\\Vert^2}} + T^2\\overline{{\\Vert b_n\\Vert^2}}$, paired over seeds): holds in "
-            f"{held} of {len(inside)} runs.",
-        ]
-    lines += [
-        "",
-        "Per-step checks (every tracked run): Monte Carlo measurements count as violations only "
-        "when the lower end of their 95% interval is above the bound, and the largest ratio is "
-        "that lower end over the bound; exact quantities are compared as they are.",
-        "",
-    ]
-    lines += ["| check | evaluated | violations | largest ratio |", "| --- | ---: | ---: | ---: |"]
-    merged: dict[str, dict[str, Any]] = {}
-    for r in results:
-        for name, entry in r.checks.items():
-            m = merged.setdefault(name, {"evaluated": 0, "violations": 0, "max_ratio": 0.0})
-            m["evaluated"] += entry["evaluated"]
-            m["violations"] += entry["violations"]
-            m["max_ratio"] = max(m["max_ratio"], entry["max_ratio"])
-    for name, m in merged.items():
-        lines.append(f"| {name} | {m['evaluated']} | {m['violations']} | {_g(m['max_ratio'])} |")
-    refs = [ref for r in results for ref in r.refutations]
-    lines += ["", f"Refutations (a bound below a measurement): {len(refs)}."]
-    for ref in refs[:20]:
-        lines.append(
-            f"- {ref['run']}, {ref['check']}, step {ref['step']}, seed {ref['seed']}: measured "
-            f"{_g(ref['measured'], 4)} > bound {_g(ref['bound'], 4)}"
-        )
-    if len(refs) > 20:
-        lines.append(f"- ... and {len(refs) - 20} more (bounds.json)")
-    apart = [r for r in results if not r.in_setting]
-    if apart or outside:
-        lines += [
-            "",
-            "Outside the theorems' setting (reported apart; their per-step checks are above):",
-            "",
-            "| run | measured $\\frac{1}{N}\\sum_n\\Vert\\nabla J\\Vert^2$ | why outside |",
-            "| --- | --- | --- |",
-        ]
-        for r in apart:
-            why = "; ".join(r.setting)
-            mass = r.class_check.get("max_group_mass")
-            if mass is not None:
-                eps = r.class_check["class_eps"]
-                inside = "in" if mass <= 1 + eps + ROUNDING else "outside"
-                why += (
-                    f"; {inside} the class: largest group mass {mass:.4g} vs 1 + eps = {1 + eps:g}"
-                )
-            lines.append(f"| {r.name} | {_stat(r.terms['total']['measured'])} | {why} |")
-        for row in outside:
-            lines.append(f"| {row['name']} | {_stat(row['measured'])} | {row['why']} |")
-    return "\n".join(lines) + "\n"
-
-
-def outside_rows(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Untracked toy runs of class methods outside the setting (e.g. Adam): name, measured
-    convergence metric (from `summary.json`), why outside."""
-    rows = []
-    for run_dir in find_runs(paths, tracked=False):
-        if is_tracked_run(run_dir):
-            continue
-        config = read_json(run_dir / "config.json")["config"]
-        spec = get_method(config["method"])
-        if spec.class_cap is None:
-            continue
-        why = setting(config) or ["no bound tracking (bound_every = 0)"]
-        stat = read_json(run_dir / "summary.json").get("mean", {}).get("convergence_metric")
-        if stat is None:
-            continue
-        rows.append(
-            {"name": config.get("name", run_dir.name), "measured": stat, "why": "; ".join(why)}
-        )
-    return rows
-
-
-def bounds_text(results: Sequence[RunBounds]) -> str:
-    """Plain-text table for `gmc-grpo theory --runs`."""
-    lines = [
-        "Bounds beside toy-run measurements (Theorems 1-2 with explicit constants; kappa = 8 is "
-        "Proposition 1's constant, 2 ours)",
-        "=" * 100,
-        f"{'run':40s} {'measured':>11s} {'bound k=8':>11s} {'ratio':>9s} {'bound k=2':>11s} "
-        f"{'ratio':>9s} {'refut.':>6s}",
-    ]
-    for r in results:
-        t = r.terms.get("total", {})
-        if r.in_setting and "paper" in t:
-            lines.append(
-                f"{r.name[:40]:40s} {t['measured']['mean']:11.3g} {t['paper']['bound']:11.3g} "
-                f"{t['paper']['ratio']:9.2g} {t['ours']['bound']:11.3g} {t['ours']['ratio']:9.2g} "
-                f"{len(r.refutations):6d}"
-            )
-        else:
-            lines.append(
-                f"{r.name[:40]:40s} {t['measured']['mean']:11.3g}  outside: {'; '.join(r.setting)}"
-            )
-    for r in results:
-        if r.in_setting and "paper" in r.terms.get("total", {}):
-            lines.append(
-                f"  {r.name}: "
-                + ", ".join(
-                    f"{term} {r.terms[term]['measured']['mean']:.3g} / {r.terms[term]['paper']['bound']:.3g}"
-                    for term in TERMS[1:]
-                )
-            )
-    refs = [ref for r in results for ref in r.refutations]
-    lines.append(f"refutations: {len(refs)}")
-    for ref in refs[:20]:
-        lines.append(
-            f"  {ref['run']}, {ref['check']}, step {ref['step']}, seed {ref['seed']}: "
-            f"measured {ref['measured']:.4g} > bound {ref['bound']:.4g}"
-        )
-    lines.append(summary_line(results))
-    return "\n".join(lines)

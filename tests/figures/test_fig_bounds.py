@@ -40,7 +40,9 @@ def test_fixed_delay_points_equal_the_records(root: Path) -> None:
     assert len(data.points) == 6  # the G = 32 run is not mixed in
     point = next(p for p in data.points if p["method"] == "tic" and p["delay"] == 8)
     rows = [metric_row(s, "tic", 8) for s in range(8, STEPS)]  # steady state: steps >= D
-    assert point["tau4"] == 8.0**4 and point["x"] == pytest.approx(8.0)
+    # the realised tau4, the FIFO's fill (lag n at step n < D) included: not D^4
+    tau4 = (sum(n**4 for n in range(8)) + (STEPS - 8) * 8.0**4) / STEPS
+    assert point["tau4"] == pytest.approx(tau4) and point["x"] == pytest.approx(tau4**0.25)
     assert point["removed_mass"] == pytest.approx(
         sum(r["ratio/removed_mass"] for r in rows) / len(rows)
     )
@@ -51,15 +53,16 @@ def test_fixed_delay_points_equal_the_records(root: Path) -> None:
     assert point["kl"] == pytest.approx(sum(kl) / len(kl))
     assert point["kl_lo"] <= point["kl"] <= point["kl_hi"]
     assert point["bound"] == pytest.approx(removed_mass_bound(point["kl"], 0.28, "tic"))
-    theory = next(t for t in data.theory if t["x"] == pytest.approx(8.0))
+    theory = next(t for t in data.theory if t["x"] == pytest.approx(tau4**0.25))
     assert theory["factor"] == pytest.approx(improvement_factor(0.28))
-    assert theory["delay_term_gmc"] == pytest.approx((gmc_penalty(0.28) * 8.0**4 / STEPS**4) ** 0.2)
-    assert theory["delay_term_tic"] == pytest.approx((tic_penalty(0.28) * 8.0**4 / STEPS**4) ** 0.2)
-    gap = next(g for g in data.gaps if g["x"] == pytest.approx(8.0))
+    assert theory["delay_term_gmc"] == pytest.approx((gmc_penalty(0.28) * tau4 / STEPS**4) ** 0.2)
+    assert theory["delay_term_tic"] == pytest.approx((tic_penalty(0.28) * tau4 / STEPS**4) ** 0.2)
+    gap = next(g for g in data.gaps if g["x"] == pytest.approx(tau4**0.25))
     assert gap["gap"] == pytest.approx(5.0)  # synthetic GMC - TIC sampled Pass@1 at the last eval
     assert {c["claim"].split(" ")[0] for c in data.checks} >= {"removed", "capped", "GMC's"}
     assert r"removed mass $\le \mathrm{KL}/\mathrm{den}$ (step 2 of §4.2): agrees" in data.caption
-    assert r"($\bar\tau_4 = D^4$)" in data.caption  # Markdown with LaTeX formulas
+    assert r"$\bar\tau_4$ = realised mean" in data.caption  # Markdown with LaTeX formulas
+    assert "0.331" not in data.caption and "x TIC's" not in data.caption
 
 
 def test_toy_suite_uses_exact_kl_and_the_lag_moment(root: Path) -> None:

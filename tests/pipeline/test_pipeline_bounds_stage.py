@@ -46,22 +46,33 @@ def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bounds_stage, "BOUND_EXPERIMENTS", ())  # only the runs written here
+    monkeypatch.setattr(bounds_stage, "FIGURE_EXPERIMENTS", ("exp",))
     out = tmp_path / "bounds"
     out.mkdir()
-    _tracked(out / "gmc", "gmc")
-    _tracked(out / "tic", "tic")
+    _tracked(out / "exp" / "gmc", "gmc")
+    _tracked(out / "exp" / "tic", "tic")
     _tracked(tmp_path / "toy_train" / "adam", "gmc", optimizer="adam")
     result = bounds_stage.bounds_stage(out)
     assert result["runs"] == 3 and result["refutations"] == 0
-    assert result["headline"].startswith("2 runs in the theorems' setting")
+    headline = result["headline"]
+    assert headline.startswith("explicit Theorems 1-2: vacuous in 2 of 2 runs")
+    assert "decades above the measurement" in headline and "not counted as a check" in headline
+    assert "|" not in headline  # a cell of the report's stage table
+    assert "Lemma 1 with measured moments: holds in 2 of 2" in headline
+    assert "chain steps 1-5 lose" in headline and "GMC vs TIC, 1 pairs" in headline
+    assert "0.331" not in headline
     md = result["markdown"]
+    assert "Where the proof loses" in md and "figures/proof_slack.png" in md
+    assert "| exp | D = 2 |" in md  # the pair: folder, lags
     assert "| tiny/gmc_sgd |" in md and "| tiny/tic_sgd |" in md
     assert "optimizer adam" in md  # the Adam run is listed apart
     assert "$\\frac{1}{N}" in md
     saved = read_json(out / "bounds.json")
     assert [r["in_setting"] for r in saved] == [True, True, False]
     figures = sorted(p.name for p in (out / "figures").glob("*.png"))
-    assert figures == ["tiny__gmc_sgd.png", "tiny__tic_sgd.png"]  # this stage's runs only
+    assert figures == ["proof_slack.png", "tiny__gmc_sgd.png", "tiny__tic_sgd.png"]
+    claims = read_json(out / "claims.json")
+    assert {"vacuity", "lemma1", "slack", "pairs", "tuned"} <= set(claims)
     assert "figures/tiny__gmc_sgd.png" in md
     assert any(s.name == "bounds" and s.reads_earlier for s in STAGES)
 
@@ -82,15 +93,14 @@ def test_bound_tracking_figure_uses_given_axes(tmp_path: Path) -> None:
         plot_bound_tracking({})
 
 
-def test_claims_headline_counts_the_papers_claims_apart() -> None:
-    counts = {"verified": 25, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
-    ours = {"verified": 9, "refuted": 0, "not reproduced": 0, "not checkable here": 0}
+def test_claims_headline_counts_each_kind_apart() -> None:
+    """One count per kind of verdict, the paper's and ours apart, and no pooled total."""
+    counts = {"verified": 19, "reconstructed": 5, "holds with a condition": 1, "refuted": 0}
+    ours = {"verified": 8, "reconstructed": 1, "refuted": 0}
     assert claims_headline({"paper": counts, "ours": ours}) == (
-        "25 paper claims: 25 verified (+ 9 of our own results, all verified)"
+        "paper's claims: 19 verified, 5 reconstructed, 1 holds with a condition "
+        "(ours, apart: 8 verified, 1 reconstructed)"
     )
-    mixed = dict(counts, verified=23, refuted=1, **{"not checkable here": 1})
-    ours_mixed = dict(ours, verified=8, **{"not reproduced": 1})
-    assert claims_headline({"paper": mixed, "ours": ours_mixed}) == (
-        "25 paper claims: 23 verified, 1 refuted, 1 not checkable here "
-        "(+ 9 of our own results, 8 verified, 1 not reproduced)"
+    assert claims_headline({"paper": {"verified": 2, "needs runs": 1}, "ours": {}}) == (
+        "paper's claims: 2 verified, 1 needs runs"
     )

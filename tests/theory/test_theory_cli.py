@@ -19,15 +19,21 @@ def test_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 0
     out = capsys.readouterr().out
     assert "CLAIMS OF THE PAPER (counted)" in out and "OUR READINGS AND EXTENSIONS" in out
-    assert "paper total (25): 25 verified, 0 refuted" in out and "improvement_factor" in out
+    assert "paper: 20 verified, 4 reconstructed, 1 holds with a condition, 3 needs runs" in out
+    assert "improvement_factor" in out and "why:" in out
     assert "**" not in out and "$" not in out  # plain text in a terminal
     assert main(["--json", "--eps", "0.28"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["claims"] == evaluate_claims()
     assert payload["constants"][0]["eps"] == 0.28
     paper = [c for c in payload["claims"] if c["section"] == "paper"]
-    assert sum(payload["summary"].values()) == len(paper) == 25
-    assert sum(payload["summary_ours"].values()) == len(payload["claims"]) - 25
+    assert sum(payload["summary"].values()) == len(paper) == 28
+    assert payload["needs_runs"] == [
+        "Drift",
+        "Delay regularity",
+        "Second moment uniform in the delay",
+    ]
+    assert sum(payload["summary_ours"].values()) == len(payload["claims"]) - 28
     first = payload["claims"][0]
     assert first["claim_latex"].startswith(r"\frac{1}{N}") and "T^{2}" in first["derived_latex"]
 

@@ -14,14 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from theory.measured import (
-    bounds_markdown,
-    bounds_text,
-    find_runs,
-    outside_rows,
-    run_bounds,
-    setting,
-)
+from theory.measured import find_runs, run_bounds, setting
+from theory.measured_report import bounds_markdown, bounds_text, outside_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 T, V, R, L, ETA, N, EPS = 2, 3, 1.0, 0.5, 0.5, 4, 0.28
@@ -233,4 +227,4 @@ def test_theory_cli_runs_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["--runs", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert main(["--runs", str(tmp_path)]) == 2
-    assert "no toy run with bound tracking" in capsys.readouterr().err
+    assert "no toy run the claims table can read" in capsys.readouterr().err

@@ -1,0 +1,66 @@
+"""`gmc-grpo reproduce`'s claims stage: the claims table again, with the runs of this report.
+
+The theory stage (first) evaluates every row that needs no run and says which rows need runs;
+this stage, after the toy stages, evaluates those rows on the records the earlier stages wrote
+(`theory.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
+training runs, the bounds stage's `drift_quick`, `bounds_quick` and `bounds_bite`, the workers
+stage's `regularity_quick`), the same as `gmc-grpo theory --runs results/` would. Writes
+`claims.json` and `claims.md`; the headline counts each kind of verdict apart.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.records import atomic_write_json, atomic_write_text
+
+
+def claims_stage(out_dir: Path) -> dict[str, Any]:
+    """Evaluate the claims table with the earlier stages' runs (module docstring)."""
+    from pipeline.headlines import claims_headline
+    from theory.checks import RUN_ROWS
+    from theory.claims import (
+        claims_markdown,
+        evaluate_claims,
+        needs_runs,
+        summary_by_section,
+    )
+    from theory.run_evidence import collect_evidence
+
+    out_dir = Path(out_dir)
+    roots = sorted(p for p in out_dir.parent.iterdir() if p.is_dir() and p != out_dir)
+    evidence = collect_evidence(roots)
+    rows = evaluate_claims(evidence)
+    by_section = summary_by_section(rows)
+    atomic_write_json(out_dir / "claims.json", rows)
+    atomic_write_text(out_dir / "claims.md", claims_markdown(rows))
+    missing = needs_runs(rows)
+    headline = claims_headline(by_section)
+    if missing:
+        headline += f"; still without runs: {', '.join(missing)}"
+    run_rows = [r for r in rows if r["key"] in RUN_ROWS]
+    lines = [
+        "The rows of the claims table whose evidence is a measurement on toy runs, evaluated on "
+        f"this report's records ({len(evidence.tracked)} tracked toy runs, "
+        f"{len(evidence.drift)} with a drift record, {len(evidence.regularity)} delay-regularity "
+        f"runs, {len(evidence.sweep_rows)} sweep rows; `gmc-grpo theory --runs DIR` does the "
+        f"same). Counts with these rows: {headline}.",
+        "",
+        "| claim | verdict | why |",
+        "| --- | --- | --- |",
+    ]
+    lines += [
+        f"| {r['title']} | **{r['verdict']}** | {str(r['reason']).replace('|', chr(92) + '|')} |"
+        for r in run_rows
+    ]
+    lines += ["", "Evidence:", ""]
+    lines += [f"- *{r['title']}*: {r['result']}" for r in run_rows]
+    if evidence.problems:
+        lines += ["", "Runs that could not be read:", ""]
+        lines += [f"- {p}" for p in evidence.problems]
+    return {
+        "headline": headline,
+        "markdown": "\n".join(lines) + "\n",
+        "verdicts": by_section["paper"],
+    }

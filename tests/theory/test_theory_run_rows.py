@@ -1,0 +1,187 @@
+"""The claims table's run rows: `needs runs` without runs, and with runs a verdict that can fail.
+
+Synthetic run records with planted exponents, intervals and violations: each row must come out
+verified on records that agree with the claim and turn (refuted, not reproduced, does not hold,
+not significant) on records, or claims, that do not. The records of real runs are used by the
+slow test at the end and by `gmc-grpo reproduce`'s claims stage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_theory_measured import write_run
+
+from theory.checks_runs import (
+    check_delay_regularity,
+    check_drift,
+    check_uniform_second_moment,
+)
+from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
+from theory.drift_fit import DriftRun, fit_drift
+from theory.pairs import gmc_tic_pairs, tuned_pairs
+from theory.run_evidence import RunEvidence, collect_evidence
+from theory.slack import chain_slack
+from theory.vacuity import lemma1_ratios, theorem_vacuity
+from theory.verdicts import (
+    DOES_NOT_HOLD,
+    NEEDS_RUNS,
+    NOT_REPRODUCED,
+    NOT_SIGNIFICANT,
+    REFUTED,
+    VERIFIED,
+)
+
+SEEDS = [0, 1, 2, 3, 4]
+M = 1.0
+LAGS = np.arange(1, 17, dtype=np.float64)
+
+
+def drift_runs(eta_exp: float, tau_exp: float, scale: float = 1e-3) -> list[DriftRun]:
+    """Runs at three step sizes whose drift is `scale eta^a t^b` times seeded noise."""
+    rng = np.random.default_rng(0)
+    runs = []
+    for eta in (0.1, 1.0, 10.0):
+        noise = np.exp(rng.normal(scale=0.05, size=(len(SEEDS), LAGS.size)))
+        drift = scale * eta**eta_exp * LAGS**tau_exp * noise
+        runs.append(DriftRun(f"d/eta={eta}", "gmc", "fixed_delay", eta, M, SEEDS, LAGS, drift))
+    return runs
+
+
+def test_without_runs_the_run_rows_say_so() -> None:
+    rows = evaluate_claims()
+    assert needs_runs(rows) == [
+        "Drift",
+        "Delay regularity",
+        "Second moment uniform in the delay",
+    ]
+    drift = next(r for r in rows if r["key"] == "drift")
+    assert drift["verdict"] == NEEDS_RUNS and "drift_quick" in str(drift["result"])
+    assert summary(rows)[NEEDS_RUNS] == 3
+
+
+def test_drift_fit_recovers_planted_exponents() -> None:
+    fit = fit_drift(drift_runs(2.0, 1.5))
+    assert fit["eta_exponent"]["mean"] == pytest.approx(2.0, abs=0.02)
+    assert fit["tau_exponent"]["mean"] == pytest.approx(1.5, abs=0.02)
+    assert fit["eta_exponent"]["lo"] < 2.0 < fit["eta_exponent"]["hi"]
+    assert fit["bound_max_ratio"] == pytest.approx(1e-3, rel=0.2)  # scale t^(-1/2) at t = 1
+    with pytest.raises(ValueError, match="two step sizes"):
+        fit_drift(drift_runs(2.0, 2.0)[:1])
+
+
+@pytest.mark.parametrize(
+    ("eta_exp", "tau_exp", "scale", "claimed", "expected"),
+    [
+        (2.0, 2.0, 1e-3, {}, VERIFIED),
+        (2.0, 1.5, 1e-3, {}, NOT_REPRODUCED),  # slower than tau^2: the rate is not reproduced
+        (2.0, 2.0, 1e-3, {"tau_exponent": 1.9}, NOT_REPRODUCED),  # a perturbed claim turns it
+        (2.0, 2.0, 5.0, {}, REFUTED),  # above eta^2 t^2 M
+    ],
+)
+def test_drift_row_can_fail(
+    eta_exp: float, tau_exp: float, scale: float, claimed: dict, expected: str
+) -> None:
+    evidence = RunEvidence(["synthetic"], drift=drift_runs(eta_exp, tau_exp, scale))
+    assert check_drift(evidence, **claimed).verdict == expected
+    assert check_drift(None).verdict == NEEDS_RUNS
+
+
+def _regularity(ratios: list[tuple[float, float]]) -> RunEvidence:
+    points = [
+        {
+            "run": f"r{i}",
+            "method": "gmc",
+            "generation_time": "length_proportional",
+            "corr_lag_length": 0.7,
+            "ratio": {"mean": (lo + hi) / 2, "lo": lo, "hi": hi},
+        }
+        for i, (lo, hi) in enumerate(ratios)
+    ]
+    return RunEvidence(["synthetic"], regularity=points)
+
+
+def test_delay_regularity_is_an_equivalence_test() -> None:
+    assert check_delay_regularity(_regularity([(0.98, 1.02), (0.99, 1.01)])).verdict == VERIFIED
+    assert check_delay_regularity(_regularity([(0.98, 1.02), (1.2, 1.3)])).verdict == DOES_NOT_HOLD
+    assert check_delay_regularity(_regularity([(0.9, 1.1)])).verdict == NOT_SIGNIFICANT
+    tight = check_delay_regularity(_regularity([(0.98, 1.02)]), margin=0.001)
+    assert tight.verdict == NOT_SIGNIFICANT  # a perturbed margin turns it
+    assert check_delay_regularity(None).verdict == NEEDS_RUNS
+
+
+def _sweep(second_moment_lo: float) -> RunEvidence:
+    rows = []
+    for method in ("tic", "gmc", "is"):
+        for staleness in (0, 16, 64):
+            rows.append(
+                {
+                    "method": method,
+                    "staleness": str(staleness),
+                    "estimator/second_moment": str(0.01 * (1 + staleness / 64)),
+                    "estimator/second_moment_lo": str(second_moment_lo),
+                    "chain/second_moment_bound": "1.0",
+                }
+            )
+    return RunEvidence(["synthetic"], sweep_rows=rows)
+
+
+def test_uniform_second_moment_against_the_delay_free_bound() -> None:
+    ok = check_uniform_second_moment(_sweep(0.005))
+    assert ok.verdict == VERIFIED and "IS 2×" in ok.result and "TIC 2×" in ok.result
+    assert check_uniform_second_moment(_sweep(1.5)).verdict == REFUTED
+    assert check_uniform_second_moment(_sweep(0.005), constant=1e-3).verdict == REFUTED
+    assert check_uniform_second_moment(None).verdict == NEEDS_RUNS
+
+
+def _pair(tmp_path: Path, method: str, lr: float, conv: list[float], final: list[float]) -> Path:
+    name = f"exp/{method}_lr={lr:g}"
+    path = write_run(tmp_path / name, method=method, lr=lr, name=name)
+    seeds = json.loads((path / "config.json").read_text())["config"]["seeds"]
+    per_seed = {
+        str(s): {"final_objective": f, "convergence_metric": c}
+        for s, c, f in zip(seeds, conv, final, strict=True)
+    }
+    (path / "summary.json").write_text(json.dumps({"per_seed": per_seed}))
+    return path
+
+
+def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> None:
+    """Two step sizes, both methods: every pair listed with final J, the tuned comparison
+    censored at the grid's edges, the theorems vacuous, the chain's slack per step."""
+    _pair(tmp_path, "gmc", 0.5, [1.0, 1.1, 0.9], [0.9, 0.8, 0.85])
+    _pair(tmp_path, "tic", 0.5, [2.0, 2.2, 1.8], [0.5, 0.6, 0.55])
+    _pair(tmp_path, "gmc", 1.0, [3.0, 3.3, 2.7], [0.95, 0.9, 0.92])
+    _pair(tmp_path, "tic", 1.0, [1.0, 1.1, 0.9], [0.5, 0.5, 0.5])
+    evidence = collect_evidence([tmp_path])
+    assert len(evidence.tracked) == 4 and not evidence.problems
+    pairs = gmc_tic_pairs(evidence.tracked)
+    assert [p["eta"] for p in pairs] == [0.5, 1.0]
+    assert pairs[0]["ratio"]["mean"] == pytest.approx(0.5) and pairs[0]["ratio_verdict"] == "holds"
+    assert pairs[1]["ratio"]["mean"] == pytest.approx(3.0)
+    assert pairs[1]["ratio_verdict"] == "does not hold"  # the reversal is listed too
+    assert pairs[1]["final_verdict"] == "holds"
+    assert pairs[0]["bound_ratio"] is not None and 0 < pairs[0]["bound_ratio"] < 1
+    (tuned,) = tuned_pairs(evidence.tracked, pairs)
+    assert tuned["gmc"]["measured_eta"] == 0.5 and tuned["tic"]["measured_eta"] == 1.0
+    assert tuned["censored"] and tuned["gmc"]["measured_censored"]
+    vac = theorem_vacuity(evidence.tracked)
+    assert vac["runs"] == 4 and vac["all"]["paper"]["vacuous"] == 4 and vac["refuted"] == 0
+    lem = lemma1_ratios(evidence.tracked)
+    assert lem["runs"] == lem["holds"] == 4 and 0 < lem["ratio"]["median"] < 1
+    slacks = chain_slack(evidence.tracked)
+    assert len(slacks) == 4
+    s = slacks[0]
+    # the records' squared-bias intervals start at 0: the bias is not resolved, step 1 is n/a
+    assert s["stale_steps"] == 1 and s["factors"]["bias"] is None and s["chain_total"] is None
+    assert all(s["factors"][k] > 0 for k in s["factors"] if k != "bias")
+    # step 4 = Prop. 1 slack x eta^2 tau^2 E||g||^2 / drift (0.5^2 x 0.01 / 0.0025 = 1 here)
+    assert s["factors"]["drift"] == pytest.approx(
+        s["factors"]["second_moment"] * 0.5**2 * 0.01 / 0.0025
+    )
+    row = evaluate_claim("theorem1", evidence=evidence)
+    assert row["verdict"] == "reconstructed" and "vacuous there" in str(row["result"])
+    assert evaluate_claim("lemma1", evidence=evidence)["verdict"] == VERIFIED

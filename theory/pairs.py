@@ -1,0 +1,286 @@
+"""GMC against TIC like with like: every pair of tracked runs, measurement beside measurement and
+bound beside bound, at the same step size and with each method tuned on the same grid.
+
+A **pair** is a GMC run and a TIC run of one experiment folder with the same delay, schedule,
+`G`, `B`, `eps`, `N`, step size `eta` and seeds (the learners of one seed share `theta_0` and
+their generator seed, so differences are paired over seeds). Per pair (`gmc_tic_pairs`):
+
+* the measured ratio of the convergence metric `(1/N) sum_n ||grad J(theta_n)||^2`, GMC over
+  TIC: per-seed log-ratio, Student-t 95% interval, exponentiated; "GMC below TIC" holds when the
+  interval lies below 1, does not hold when above;
+* final `J` of both (mean [interval]) and the paired difference GMC - TIC, with the verdict of
+  "GMC's final J above TIC's": a smaller gradient metric can also mean a learner that stalls;
+* the bounds' ratio at the same `eta`: Theorem 1 over Theorem 2 with explicit constants, each
+  with its own run's constants (`log C`, `tau4` and `J(theta_0)` differ between the runs), whole
+  bound and delay term alone (both with Proposition 1's constant 8).
+
+**Tuned over eta** (`tuned_pairs`): within one folder, for each `(delay, schedule, G, B, eps, N)`
+with two step sizes or more for both methods, each method's best grid `eta` by the measured mean
+metric and, separately, by the bound; the ratios GMC/TIC of the tuned measurements and of the
+tuned bounds on that same grid. A best `eta` at the smallest or largest grid value is
+**censored** (the optimum may lie outside the grid) and said so. The measured tuned ratio picks
+each method's `eta` on the seeds it is then evaluated on, so it is optimistic for both methods.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gmc_grpo.records import read_json
+from gmc_grpo.stats import t_interval
+from theory.measured import RunBounds
+
+PAIR_FIELDS = ("delay", "schedule", "num_workers", "group_size", "num_groups", "eps", "total_steps")
+
+
+def _config(result: RunBounds) -> dict[str, Any]:
+    return read_json(Path(result.run_dir) / "config.json")["config"]
+
+
+def _per_seed(result: RunBounds) -> dict[str, dict[str, float]]:
+    return read_json(Path(result.run_dir) / "summary.json")["per_seed"]
+
+
+def _key(result: RunBounds, cfg: dict[str, Any]) -> tuple[Any, ...]:
+    return (str(Path(result.run_dir).parent), *(cfg.get(k) for k in PAIR_FIELDS))
+
+
+def _verdict(interval: dict[str, float], below: float, sign: float) -> str:
+    """`holds` when the interval lies on the claimed side of `below`, `does not hold` on the
+    other, else `not significant` (one seed: not significant)."""
+    lo, hi = sorted((sign * (interval["lo"] - below), sign * (interval["hi"] - below)))
+    if interval.get("n", 2) < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "not significant"
+    if lo > 0:
+        return "holds"
+    if hi < 0:
+        return "does not hold"
+    return "not significant"
+
+
+def _bound(result: RunBounds, term: str = "total") -> float | None:
+    entry = result.terms.get(term, {}).get("paper")
+    return None if entry is None else float(entry["bound"])
+
+
+def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dict[str, Any]]:
+    """Every GMC/TIC pair among `results` (module docstring), sorted by folder, delay, eta."""
+    by_key: dict[tuple[Any, ...], dict[str, RunBounds]] = {}
+    for r in results:
+        if r.method not in ("gmc", "tic"):
+            continue
+        cfg = _config(r)
+        key = (*_key(r, cfg), float(cfg["lr"]), tuple(cfg["seeds"]))
+        by_key.setdefault(key, {})[r.method] = r
+    out = []
+    for key, pair in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+        if set(pair) != {"gmc", "tic"}:
+            continue
+        gmc, tic = pair["gmc"], pair["tic"]
+        a, b = _per_seed(gmc), _per_seed(tic)
+        seeds = [s for s in a if s in b]
+        log_ratio = t_interval(
+            [
+                math.log(a[s]["convergence_metric"] / b[s]["convergence_metric"])
+                for s in seeds
+                if a[s]["convergence_metric"] > 0 and b[s]["convergence_metric"] > 0
+            ],
+            level,
+        )
+        ratio = {k: math.exp(log_ratio[k]) for k in ("mean", "lo", "hi")} | {"n": log_ratio["n"]}
+        final = {
+            m: t_interval([p[s]["final_objective"] for s in seeds], level)
+            for m, p in (("gmc", a), ("tic", b))
+        }
+        final_diff = t_interval(
+            [a[s]["final_objective"] - b[s]["final_objective"] for s in seeds], level
+        )
+        bounds = {term: (_bound(gmc, term), _bound(tic, term)) for term in ("total", "delay")}
+        identical = all(
+            a[s]["convergence_metric"] == b[s]["convergence_metric"]
+            and a[s]["final_objective"] == b[s]["final_objective"]
+            for s in seeds
+        )
+        out.append(
+            {
+                "folder": Path(key[0]).name,
+                **dict(zip(PAIR_FIELDS, key[1:-2], strict=True)),
+                "eta": key[-2],
+                "seeds": len(seeds),
+                "gmc_run": gmc.name,
+                "tic_run": tic.name,
+                "gmc_dir": gmc.run_dir,
+                "tic_dir": tic.run_dir,
+                "metric": {
+                    m: t_interval([p[s]["convergence_metric"] for s in seeds], level)
+                    for m, p in (("gmc", a), ("tic", b))
+                },
+                "ratio": ratio,
+                "identical": identical,
+                "ratio_verdict": _verdict(log_ratio, 0.0, -1.0),
+                "final_objective": final,
+                "final_difference": final_diff,
+                "final_verdict": _verdict(final_diff, 0.0, 1.0),
+                "bound_ratio": _safe_ratio(*bounds["total"]),
+                "bound_delay_ratio": _safe_ratio(*bounds["delay"]),
+                "log_C": {"gmc": gmc.constants["log_C"], "tic": tic.constants["log_C"]},
+            }
+        )
+    return out
+
+
+def _safe_ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def tuned_pairs(
+    results: Sequence[RunBounds], pairs: Sequence[dict[str, Any]], level: float = 0.95
+) -> list[dict[str, Any]]:
+    """Each method tuned over the grid of `eta` (module docstring), measured and bound apart."""
+    runs = {r.run_dir: r for r in results}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for p in pairs:
+        groups.setdefault((p["folder"], *(p[k] for k in PAIR_FIELDS)), []).append(p)
+    out = []
+    for key, members in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        etas = sorted({p["eta"] for p in members})
+        if len(etas) < 2:
+            continue
+        entry: dict[str, Any] = {
+            "folder": key[0],
+            **dict(zip(PAIR_FIELDS, key[1:], strict=True)),
+            "grid": etas,
+        }
+        chosen = {}
+        for method in ("gmc", "tic"):
+            by_eta = {p["eta"]: runs[p[f"{method}_dir"]] for p in members}
+            measured = {
+                e: t_interval([v["convergence_metric"] for v in _per_seed(r).values()])["mean"]
+                for e, r in by_eta.items()
+            }
+            bounds = {e: _bound(r) for e, r in by_eta.items()}
+            best_m = min(measured, key=measured.__getitem__)
+            best_b = min((e for e in bounds if bounds[e] is not None), key=bounds.__getitem__)
+            chosen[method] = by_eta[best_m]
+            entry[method] = {
+                "measured_eta": best_m,
+                "measured": measured[best_m],
+                "measured_censored": best_m in (etas[0], etas[-1]),
+                "bound_eta": best_b,
+                "bound": bounds[best_b],
+                "bound_censored": best_b in (etas[0], etas[-1]),
+            }
+        a, b = _per_seed(chosen["gmc"]), _per_seed(chosen["tic"])
+        log_ratio = t_interval(
+            [
+                math.log(a[s]["convergence_metric"] / b[s]["convergence_metric"])
+                for s in a
+                if s in b
+            ],
+            level,
+        )
+        entry["measured_ratio"] = {k: math.exp(log_ratio[k]) for k in ("mean", "lo", "hi")} | {
+            "n": log_ratio["n"]
+        }
+        entry["bound_ratio"] = entry["gmc"]["bound"] / entry["tic"]["bound"]
+        entry["censored"] = any(
+            entry[m][f"{kind}_censored"] for m in ("gmc", "tic") for kind in ("measured", "bound")
+        )
+        out.append(entry)
+    return out
+
+
+def _ci(stat: dict[str, float], digits: int = 3) -> str:
+    return f"{stat['mean']:.{digits}g} [{stat['lo']:.{digits}g}, {stat['hi']:.{digits}g}]"
+
+
+def pairs_markdown(pairs: Sequence[dict[str, Any]], tuned: Sequence[dict[str, Any]]) -> str:
+    """Every pair (measured ratio, final J of both, their difference, the bounds' ratio at the
+    same eta) and the tuned comparison, Markdown with `$...$` math."""
+    if not pairs:
+        return "No GMC/TIC pair among the tracked runs.\n"
+    lines = [
+        "Every GMC/TIC pair of the tracked runs (same folder, delay, schedule, $G$, $B$, "
+        "$\\epsilon$, $N$, $\\eta$, seeds; paired over seeds, mean [95% t-interval]). "
+        "Measured: GMC over TIC of $\\frac{1}{N}\\sum_n\\Vert\\nabla J(\\theta_n)\\Vert^2$, and "
+        "final $J$. Bound: Theorem 1 over Theorem 2 with explicit constants at the same $\\eta$, "
+        "each with its own run's constants ($\\log\\mathcal{C}$ in the table), whole bound and "
+        "delay term alone (a bound's ratio beside a bound's ratio; the measured ratio beside "
+        "the measured one).",
+        "",
+        "| folder | lags | $\\epsilon$ | $N$ | $\\eta$ | GMC / TIC, metric | verdict (GMC lower) "
+        "| final $J$ GMC | final $J$ TIC | GMC $-$ TIC, final $J$ | verdict (GMC higher) "
+        "| bound ratio | delay-term ratio | $\\log\\mathcal{C}$ GMC, TIC |",
+        "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | ---: | ---: "
+        "| --- |",
+    ]
+    for p in pairs:
+        same = " (identical runs: no group capped)" if p["identical"] else ""
+        lines.append(
+            f"| {p['folder']} | {lags(p)} | {p['eps']:g} | {p['total_steps']} | {p['eta']:g} "
+            f"| {_ci(p['ratio'])} | {p['ratio_verdict']}{same} "
+            f"| {_ci(p['final_objective']['gmc'])} "
+            f"| {_ci(p['final_objective']['tic'])} | {_ci(p['final_difference'])} "
+            f"| {p['final_verdict']} | {_g(p['bound_ratio'])} | {_g(p['bound_delay_ratio'])} "
+            f"| {p['log_C']['gmc']:.2f}, {p['log_C']['tic']:.2f} |"
+        )
+    if tuned:
+        lines += [
+            "",
+            "Each method tuned over the same grid of $\\eta$: its best $\\eta$ by the measured "
+            "mean metric and, apart, by the bound; a best $\\eta$ at the grid's edge is censored "
+            "(the optimum may lie outside the grid). The measured tuned ratio is paired over "
+            "seeds at the two chosen step sizes (chosen on the same seeds: optimistic for both).",
+            "",
+            "| folder | lags | $\\epsilon$ | $N$ | grid $\\eta$ | measured: best $\\eta$ GMC, TIC "
+            "| measured GMC / TIC | bound: best $\\eta$ GMC, TIC | bound GMC / TIC |",
+            "| --- | ---: | ---: | ---: | --- | --- | --- | --- | ---: |",
+        ]
+        for t in tuned:
+            lines.append(
+                f"| {t['folder']} | {lags(t)} | {t['eps']:g} | {t['total_steps']} "
+                f"| {', '.join(f'{e:g}' for e in t['grid'])} "
+                f"| {_best(t, 'measured')} | {_ci(t['measured_ratio'])} "
+                f"| {_best(t, 'bound')} | {_g(t['bound_ratio'])} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def lags(entry: dict[str, Any]) -> str:
+    """`D = 64` (fixed delay), `W = 64 workers`, or the schedule's name."""
+    if entry.get("schedule") == "workers":
+        return f"W = {entry.get('num_workers')} workers"
+    if entry.get("schedule") in (None, "fixed_delay"):
+        return f"D = {entry['delay']}"
+    return str(entry["schedule"])
+
+
+def _best(t: dict[str, Any], kind: str) -> str:
+    parts = []
+    for m in ("gmc", "tic"):
+        eta = t[m][f"{kind}_eta"]
+        parts.append(f"{eta:g}" + (" (censored)" if t[m][f"{kind}_censored"] else ""))
+    return ", ".join(parts)
+
+
+def _g(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def pairs_headline(pairs: Sequence[dict[str, Any]]) -> str:
+    """ "GMC/TIC: metric lower in 5 of 8 pairs, higher in 1; final J higher in 4, lower in 2" """
+    if not pairs:
+        return "no GMC/TIC pair"
+    same = sum(p["identical"] for p in pairs)
+    lower = sum(p["ratio_verdict"] == "holds" for p in pairs)
+    higher = sum(p["ratio_verdict"] == "does not hold" for p in pairs)
+    j_up = sum(p["final_verdict"] == "holds" for p in pairs)
+    j_down = sum(p["final_verdict"] == "does not hold" for p in pairs)
+    return (
+        f"GMC vs TIC, {len(pairs)} pairs: gradient metric lower in {lower}, higher in {higher}; "
+        f"final J higher in {j_up}, lower in {j_down} (paired 95% intervals)"
+        + (f"; {same} identical (no group capped)" if same else "")
+    )

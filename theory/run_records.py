@@ -1,0 +1,172 @@
+"""Reading the records of toy training runs for the theory (JSON only: no torch, no toy track).
+
+A toy training run directory holds `config.json` (`{"config": TrainConfig fields, ...}`),
+`metrics.jsonl` (one row per step per seed) and `summary.json` (per-seed and mean results, and
+with `drift_max_lag > 0` the drift record `delay_regularity`). A run is *tracked* when its config
+turned the bound tracking on (`bound_every > 0`, `toy_mdps.train.bounds`): its rows then carry
+the `bounds/*` fields `theory.measured` sets beside the bounds.
+
+`setting(config)` lists what puts a run outside the theorems' setting (Lemma 1 and Theorems 1-2
+analyse plain SGD at a constant step with an estimator of the class and leave-one-out
+advantages): Adam, a schedule, clipping, VCPO's per-step ESS factor, another advantage, a method
+without theorem.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from gmc_grpo.methods import MethodSettings, get_method
+from gmc_grpo.records import read_json, read_jsonl
+
+
+def is_tracked_run(run_dir: str | Path) -> bool:
+    """A toy training run directory whose config turned the bound tracking on."""
+    path = Path(run_dir) / "config.json"
+    if not path.is_file() or not (Path(run_dir) / "metrics.jsonl").is_file():
+        return False
+    try:
+        config = read_json(path).get("config", {})
+    except (OSError, ValueError):
+        return False
+    return int(config.get("bound_every", 0) or 0) > 0 and "total_steps" in config
+
+
+def is_toy_train_run(run_dir: str | Path) -> bool:
+    """A finished toy training run (tracked or not): config with `total_steps`, a summary."""
+    path = Path(run_dir)
+    if not (path / "config.json").is_file() or not (path / "summary.json").is_file():
+        return False
+    try:
+        config = read_json(path / "config.json").get("config", {})
+    except (OSError, ValueError):
+        return False
+    return {"total_steps", "method", "optimizer", "delay"} <= set(config)
+
+
+def find_runs(paths: Iterable[str | Path], tracked: bool = True) -> list[Path]:
+    """Run directories under `paths` (recursively), sorted; tracked ones only by default."""
+    test = is_tracked_run if tracked else is_toy_train_run
+    found: set[Path] = set()
+    for root in map(Path, paths):
+        candidates = [root, *root.rglob("config.json")]
+        for c in candidates:
+            run_dir = c.parent if c.name == "config.json" else c
+            if test(run_dir):
+                found.add(run_dir)
+    return sorted(found)
+
+
+def setting(config: dict[str, Any]) -> list[str]:
+    """Why a run is outside the theorems' setting (empty: inside; module docstring)."""
+    spec = get_method(config["method"])
+    reasons = []
+    if spec.class_cap is None:
+        reasons.append(f"{spec.label} is not in the class of eq. 5")
+    elif spec.removed_mass_bound is None:
+        reasons.append(f"no theorem for {spec.label} (Theorems 1-2 are GMC and TIC)")
+    if config["optimizer"] != "sgd":
+        reasons.append(f"optimizer {config['optimizer']} (the theorems analyse SGD)")
+    if config.get("lr_schedule", "constant") != "constant":
+        reasons.append(f"step-size schedule {config['lr_schedule']} (the theorems: constant)")
+    if config.get("grad_clip") is not None:
+        reasons.append(f"gradient clipping at {config['grad_clip']}")
+    if spec.step_scale is not None:
+        reasons.append(f"{spec.label}'s per-step step-size factor ({spec.step_scale.metric})")
+    if spec.uses_baseline(config.get("advantage", "paper")):
+        reasons.append(f"{spec.label}'s baseline (not the leave-one-out advantage)")
+    elif spec.advantage_kind(config.get("advantage", "paper")) != "loo":
+        kind = spec.advantage_kind(config.get("advantage", "paper"))
+        reasons.append(f"{kind} advantages (the bias chain assumes unbiased IS: leave-one-out)")
+    return reasons
+
+
+def class_eps(config: dict[str, Any]) -> float | None:
+    """The `eps` with `(1/G) sum_i c_i <= 1 + eps` in every group (the registry's `class_cap`)."""
+    spec = get_method(config["method"])
+    if spec.class_cap is None:
+        return None
+    settings = MethodSettings.of(SimpleNamespace(**config))
+    return float(spec.class_cap(settings))
+
+
+@dataclass
+class RunSeries:
+    """A run's records as `[S, N]` arrays (every step) and `[S, R]` arrays (recorded steps)."""
+
+    config: dict[str, Any]
+    seeds: list[int]
+    every: dict[str, np.ndarray]
+    recorded_steps: np.ndarray
+    recorded: dict[str, np.ndarray]
+    final_objective: np.ndarray
+
+
+EVERY_STEP = {
+    "grad_norm_sq": "policy/grad_norm_sq",
+    "objective": "policy/objective",
+    "lag": "staleness/lag",
+    "update_norm": "optim/grad_norm",
+    "lr": "optim/lr",
+    "kl_batch": "ratio/kl_exact",
+    "log_coverage": "bounds/log_coverage",
+    "drift_sq": "bounds/drift_sq",
+    "step_sq": "bounds/step_sq",
+    "lag_sq": "bounds/lag_sq",
+    "lag_fourth": "bounds/lag_fourth",
+    "group_coef_max": "bounds/group_coef_max",
+    "lipschitz_L": "bounds/lipschitz_L",
+    "grad_dot_step": "bounds/grad_dot_step",
+}
+RECORDED = {
+    name: f"bounds/{name}"
+    for base in ("bias_sq", "second_moment", "removed_mass", "grad_dot_bias")
+    for name in (base, f"{base}_lo", f"{base}_hi")
+} | {"kl_mean": "bounds/kl_mean", "kl_max": "bounds/kl_max"}
+
+
+def _float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def load_series(run_dir: str | Path) -> RunSeries:
+    """The arrays of a tracked run (`is_tracked_run`); raises `ValueError` on missing fields."""
+    run_dir = Path(run_dir)
+    config = read_json(run_dir / "config.json")["config"]
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    seeds = [int(s) for s in config["seeds"]]
+    steps = int(config["total_steps"])
+    by_seed: dict[int, list[dict[str, Any]]] = {s: [] for s in seeds}
+    for row in rows:
+        by_seed.setdefault(int(row["seed"]), []).append(row)
+    for seed in seeds:
+        by_seed[seed].sort(key=lambda r: r["step"])
+        if len(by_seed[seed]) != steps:
+            raise ValueError(
+                f"{run_dir}: seed {seed} has {len(by_seed[seed])} of {steps} steps (unfinished run?)"
+            )
+    missing = [k for k in EVERY_STEP.values() if k not in by_seed[seeds[0]][0]]
+    if missing:
+        raise ValueError(f"{run_dir}: metrics rows lack {missing} (bound tracking was off?)")
+    every = {
+        name: np.array([[_float(r.get(key)) for r in by_seed[s]] for s in seeds])
+        for name, key in EVERY_STEP.items()
+    }
+    marks = [i for i, r in enumerate(by_seed[seeds[0]]) if r.get("bounds/bias_sq") is not None]
+    recorded = {
+        name: np.array([[_float(by_seed[s][i].get(key)) for i in marks] for s in seeds])
+        for name, key in RECORDED.items()
+    }
+    final = np.array([np.nan] * len(seeds))
+    summary_path = run_dir / "summary.json"
+    if summary_path.is_file():
+        per_seed = read_json(summary_path).get("per_seed", {})
+        final = np.array([_float(per_seed.get(str(s), {}).get("final_objective")) for s in seeds])
+    return RunSeries(config, seeds, every, np.array(marks, dtype=np.int64), recorded, final)
