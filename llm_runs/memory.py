@@ -65,6 +65,21 @@ class ModelShape:
         return embeddings + self.layers * layer + self.hidden
 
 
+def shape_of(config) -> ModelShape:
+    """The `ModelShape` of a transformers Qwen3 config (`Qwen3Config` or the like)."""
+    return ModelShape(
+        vocab=config.vocab_size,
+        hidden=config.hidden_size,
+        intermediate=config.intermediate_size,
+        layers=config.num_hidden_layers,
+        heads=config.num_attention_heads,
+        kv_heads=config.num_key_value_heads,
+        head_dim=getattr(config, "head_dim", None)
+        or config.hidden_size // config.num_attention_heads,
+        tied=bool(config.tie_word_embeddings),
+    )
+
+
 #: Qwen3-*-Base, from their published `config.json` (all: vocabulary 151,936, head_dim 128,
 #: 8 KV heads)
 QWEN3_SHAPES: dict[str, ModelShape] = {

@@ -148,9 +148,16 @@ def reenter_autocast(device_type: str, dtype: torch.dtype | None):
     return torch.autocast(device_type=device_type, dtype=dtype)
 
 
-def parameter_snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """A detached copy of every trainable parameter (for `parameter_change`)."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+def parameter_snapshot(
+    model: torch.nn.Module, device: torch.device | str | None = None
+) -> dict[str, torch.Tensor]:
+    """A detached copy of every trainable parameter (for `parameter_change`), on `device`
+    (default: the parameter's own; "cpu" keeps a large model's copy off the GPU)."""
+    return {
+        n: p.detach().to(device or p.device, copy=True)
+        for n, p in model.named_parameters()
+        if p.requires_grad
+    }
 
 
 def parameter_change(before: dict[str, torch.Tensor], model: torch.nn.Module) -> dict[str, float]:
@@ -161,6 +168,7 @@ def parameter_change(before: dict[str, torch.Tensor], model: torch.nn.Module) ->
     total = 0.0
     for name, old in before.items():
         new = params[name].detach()
+        old = old.to(new.device)
         elements += old.numel()
         changed += int((new != old).sum())
         total += float((new.double() - old.double()).abs().sum())

@@ -281,3 +281,25 @@ def test_mixed_run_checkpoints_float32_resumes_and_syncs_bfloat16(tmp_path):
 
     assert rows(broken) == rows(straight)
     assert any(r["optim/grad_norm"] > 0 for r in rows(straight))
+
+
+def test_gpu_smoke_script_runs_on_the_cpu(tmp_path):
+    """`bench/gpu_smoke.py --device cpu --tiny`: the GPU check's code path, in its default
+    (mixed) precision, lands its 3 updates at lr 1e-6."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu_smoke.py"
+    spec = importlib.util.spec_from_file_location("gpu_smoke", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "smoke.json"
+    results = module.main(["--device", "cpu", "--tiny", "--no-vllm", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+    (row,) = results["learning"]
+    assert row["precision"] == "mixed_bfloat16" and row["compute_dtype"] == "torch.bfloat16"
+    assert row["fraction_changed"] > 0.9 and row["abs_delta"] > 0
+    assert row["dtypes_after"] == ["torch.float32"] and row["updates"] == 3
+    assert row["step_seconds"] > 0 and row["peak_memory_gib"] > 0 and row["mfu"] is None
+    assert results["two_gpu_overlap"] == {"skipped": "needs 2 GPUs"}
+    assert results["mismatch_lag0"] == {"skipped": "--no-vllm"}
