@@ -25,6 +25,11 @@ Design (the one measured in `bench/gpu_learner_step.py`, which imports these fun
   does); GAC's projection runs parameter by parameter in place. Diagnostics are recomputed on
   the full minibatch from the detached log-probs, so they do not depend on the micro-batching.
 
+- **Precision** (`llm_runs.precision`): every forward of the learner's model runs in its compute
+  dtype (bfloat16 autocast under the CUDA default, float32 parameters and AdamW states), every
+  backward outside the autocast context; `check_optimizer` refuses an optimizer that cannot be
+  built before any compute (the paper recipes' 8-bit AdamW without bitsandbytes).
+
 Shapes: `B` groups, `G` responses per group, `S` padded prompt + response length, `T` padded
 response length, `H` hidden size, `V` vocabulary.
 

@@ -40,6 +40,12 @@ trajectory. Here the norms come out of the micro-batch's ordinary backward, exac
   the output layer's logits are recomputed in the backward, as the checkpointed chunks of the
   other methods do.
 
+Mixed precision: the micro-batch's forward runs under the model's autocast
+(`llm_runs.precision.compute_autocast`); the autograd functions record the autocast state of
+their forward and re-enter it in their backward (as `torch.amp.custom_fwd/custom_bwd` would, for
+any device), so their matrix products run in the forward's dtype and the per-trajectory
+gradients accumulate in float32.
+
 Supported: `nn.Linear`, `nn.Embedding` (without `max_norm`), the Qwen2/Qwen3/Llama RMSNorm
 (`weight * (x / rms(x))`) and the output matrix through the chunked log-softmax; any other
 trainable parameter raises (use `score_norms="per_trajectory"`).
