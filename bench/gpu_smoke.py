@@ -86,21 +86,30 @@ def build_model(tiny: bool, device: str, precision_name: str):
     return model, precision
 
 
-def learning_row(args, batch: TrajectoryBatch, precision_name: str, response_len: int) -> dict:
-    """3 updates at lr `args.lr` in `precision_name`: what changed, memory, time, MFU."""
-    device = torch.device(args.device)
-    model, precision = build_model(args.tiny, args.device, precision_name)
-    params = sum(p.numel() for p in model.parameters())
+def run_updates(
+    model: torch.nn.Module,
+    batch: TrajectoryBatch,
+    *,
+    lr: float,
+    optimizer_kind: str,
+    updates: int,
+    response_len: int,
+    notice=lambda text: print(text, file=sys.stderr),
+) -> dict:
+    """`updates` GRPO updates of the trainer's learner at a constant `lr` (no warm-up), on one
+    batch: the parameter change (`llm_runs.precision.parameter_change`), seconds and peak memory
+    per update, the last update's metrics and the optimizer's name."""
+    device = next(model.parameters()).device
     optimizer, optimizer_name = make_optimizer(
         model.parameters(),
-        kind=args.optimizer,
-        lr=args.lr,
+        kind=optimizer_kind,
+        lr=lr,
         betas=(0.9, 0.999),
         weight_decay=0.0,
         device=device,
-        notice=lambda text: print(text, file=sys.stderr),
+        notice=notice,
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)  # lr constant
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     settings = LearnerSettings(
         method="grpo",
         loss=get_method("grpo").loss_config(MethodSettings(), max_length=response_len),
@@ -111,13 +120,37 @@ def learning_row(args, batch: TrajectoryBatch, precision_name: str, response_len
     )
     learner = Learner(model, optimizer, scheduler, settings)
     before = parameter_snapshot(model, "cpu")
-    seconds, peaks = [], []
-    for _ in range(args.updates):
+    seconds, peaks, metrics = [], [], {}
+    for _ in range(updates):
         t0 = time.perf_counter()
         metrics = learner.step(batch, 0)
         seconds.append(time.perf_counter() - t0)
         peaks.append(metrics["perf/peak_memory_gb"])
-    change = parameter_change(before, model)
+    return {
+        "change": parameter_change(before, model),
+        "seconds": seconds,
+        "peaks": peaks,
+        "metrics": metrics,
+        "optimizer": optimizer_name,
+        "optimizer_state": optimizer.state,
+    }
+
+
+def learning_row(args, batch: TrajectoryBatch, precision_name: str, response_len: int) -> dict:
+    """3 updates at lr `args.lr` in `precision_name`: what changed, memory, time, MFU."""
+    device = torch.device(args.device)
+    model, precision = build_model(args.tiny, args.device, precision_name)
+    params = sum(p.numel() for p in model.parameters())
+    done = run_updates(
+        model,
+        batch,
+        lr=args.lr,
+        optimizer_kind=args.optimizer,
+        updates=args.updates,
+        response_len=response_len,
+    )
+    change, seconds, peaks = done["change"], done["seconds"], done["peaks"]
+    metrics, optimizer_name = done["metrics"], done["optimizer"]
     timed = seconds[1:] or seconds
     step = statistics.median(timed)
     tokens = batch.num_tokens()
@@ -151,7 +184,7 @@ def learning_row(args, batch: TrajectoryBatch, precision_name: str, response_len
         "modelled_peak_gib": sum(modelled.values()) / GIB,
         "dtypes_after": sorted({str(p.dtype) for p in model.parameters()}),
     }
-    del learner, optimizer, model
+    del done, model
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

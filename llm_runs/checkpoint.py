@@ -34,10 +34,8 @@ the model copy of that step under `models/`).
 
 from __future__ import annotations
 
-import os
 import random
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -234,13 +232,10 @@ def save_model_copy(
     run_dir: str | Path, step: int, model: torch.nn.Module, tokenizer: Any, dtype: torch.dtype
 ) -> Path:
     """Write `model` (cast to `dtype`, e.g. bfloat16) and `tokenizer` to
-    `run_dir/models/step_<step>/`, atomically (a temporary folder renamed into place)."""
-    root = Path(run_dir) / MODEL_COPY_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / step_dir_name(step)
-    tmp = root / f".{step_dir_name(step)}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
+    `run_dir/models/step_<step>/`, atomically (a temporary folder renamed into place); every
+    copy is kept."""
+
+    def write(tmp: Path) -> None:
         state, seen = {}, set()
         for name, value in model.state_dict().items():
             if value.data_ptr() in seen:  # a tied weight (lm_head = embedding): stored once
@@ -254,13 +249,10 @@ def save_model_copy(
         config.pop("torch_dtype", None)
         atomic_write_json(config_file, config)
         tokenizer.save_pretrained(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
+
+    return save_step_folder(
+        run_dir, step, write, keep=0, marker="config.json", folder=MODEL_COPY_DIR
+    )
 
 
 def checkpoint_config(path: str | Path) -> dict[str, Any] | None:

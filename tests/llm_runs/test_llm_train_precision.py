@@ -34,8 +34,6 @@ from llm_runs.learner import (  # noqa: E402
     optimizer_memory_factor,
 )
 from llm_runs.precision import (  # noqa: E402
-    parameter_change,
-    parameter_snapshot,
     precision_warning,
     resolve_precision,
     set_compute_dtype,
@@ -76,62 +74,43 @@ def tiny_model(name: str):
     return model
 
 
+def load_bench(name: str):
+    """A script of `bench/` as a module (it puts `bench/` on the path for its own imports)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SMOKE = load_bench("gpu_smoke")
+
+
 def synthetic_batch() -> TrajectoryBatch:
-    """4 groups of 4, responses of 8 to 32 tokens, behavior log-probs 0.02 nats per token off the
-    float32 model's (a stale batch: ratios move, GRPO's clip stays mostly inactive)."""
-    gen = torch.Generator().manual_seed(0)
-    b, g = 4, 4
-    lengths = torch.randint(RESPONSE // 4, RESPONSE + 1, (b, g), generator=gen)
-    ids = torch.randint(1, VOCAB, (b, g, PROMPT + RESPONSE), generator=gen, dtype=torch.int32)
-    ids[:, :, :PROMPT] = ids[:, :1, :PROMPT]
-    batch = TrajectoryBatch(
-        input_ids=ids,
-        prompt_len=torch.full((b, g), PROMPT, dtype=torch.long),
-        response_len=lengths,
-        engine_logprobs=torch.zeros(b, g, RESPONSE),
-        learner_logprobs=None,
-        rewards=(torch.rand(b, g, generator=gen) < 0.5).float(),
-        truncated=lengths == RESPONSE,
-        prompt_index=torch.arange(b),
-        behavior_version=0,
-    )
-    current = batch_logprobs(tiny_model("float32"), batch, 4096, 1)
-    noise = 0.02 * torch.randn(current.shape, generator=gen) * batch.response_mask()
-    batch.engine_logprobs = current + noise
-    return batch
+    """`bench/gpu_trainer_step.make_batch`: 4 groups of 4, responses of 8 to 32 tokens, behavior
+    log-probs 0.02 nats per token off the float32 model's (a stale batch: ratios move)."""
+    from gpu_trainer_step import make_batch
+
+    return make_batch(tiny_model("float32"), VOCAB, PROMPT, RESPONSE, 0, groups=4, size=4)
 
 
-def three_updates(name: str, batch: TrajectoryBatch, lr: float = 1e-6) -> tuple[dict, Learner]:
+def three_updates(name: str, batch: TrajectoryBatch) -> tuple[dict, dict, torch.nn.Module]:
+    """3 GRPO updates at lr 1e-6, torch AdamW (`bench/gpu_smoke.run_updates`)."""
     model = tiny_model(name)
-    optimizer, _ = make_optimizer(
-        model.parameters(),
-        kind="adamw",
-        lr=lr,
-        betas=(0.9, 0.999),
-        weight_decay=0.0,
-        device=torch.device("cpu"),
+    done = SMOKE.run_updates(
+        model, batch, lr=1e-6, optimizer_kind="adamw", updates=3, response_len=RESPONSE
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-    settings = LearnerSettings(
-        method="grpo",
-        loss=get_method("grpo").loss_config(MethodSettings(), max_length=RESPONSE),
-        advantage="paper",
-        groups_per_micro=1,
-        logit_chunk=4096,
-        grad_clip=1.0,
-    )
-    learner = Learner(model, optimizer, scheduler, settings)
-    before = parameter_snapshot(model)
-    for _ in range(3):
-        learner.step(batch, 0)
-    return parameter_change(before, model), learner
+    return done["change"], done, model
 
 
 def test_mixed_precision_updates_land_like_float32_and_pure_bfloat16_underflows():
     batch = synthetic_batch()
-    fp32, _ = three_updates("float32", batch)
-    mixed, learner = three_updates("mixed_bfloat16", batch)
-    pure, _ = three_updates("bfloat16", batch)
+    fp32, _, _ = three_updates("float32", batch)
+    mixed, done, model = three_updates("mixed_bfloat16", batch)
+    pure, _, _ = three_updates("bfloat16", batch)
     print(f"\nfloat32 {fp32}\nmixed_bfloat16 {mixed}\nbfloat16 {pure}")
     assert fp32["fraction_changed"] > 0.9  # not a vacuous comparison: float32 moves
     assert abs(mixed["fraction_changed"] - fp32["fraction_changed"]) <= 0.01
@@ -139,8 +118,8 @@ def test_mixed_precision_updates_land_like_float32_and_pure_bfloat16_underflows(
     assert pure["fraction_changed"] < 0.05
     assert pure["abs_delta"] < 0.05 * fp32["abs_delta"]
     # the mixed learner keeps float32 parameters and float32 AdamW states
-    assert {p.dtype for p in learner.model.parameters()} == {torch.float32}
-    states = [v for s in learner.optimizer.state.values() for k, v in s.items() if k != "step"]
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    states = [v for s in done["optimizer_state"].values() for k, v in s.items() if k != "step"]
     assert states and {v.dtype for v in states} == {torch.float32}
 
 
@@ -286,15 +265,8 @@ def test_mixed_run_checkpoints_float32_resumes_and_syncs_bfloat16(tmp_path):
 def test_gpu_smoke_script_runs_on_the_cpu(tmp_path):
     """`bench/gpu_smoke.py --device cpu --tiny`: the GPU check's code path, in its default
     (mixed) precision, lands its 3 updates at lr 1e-6."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "gpu_smoke.py"
-    spec = importlib.util.spec_from_file_location("gpu_smoke", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     out = tmp_path / "smoke.json"
-    results = module.main(["--device", "cpu", "--tiny", "--no-vllm", "--out", str(out)])
+    results = SMOKE.main(["--device", "cpu", "--tiny", "--no-vllm", "--out", str(out)])
     assert json.loads(out.read_text()) == json.loads(json.dumps(results))
     (row,) = results["learning"]
     assert row["precision"] == "mixed_bfloat16" and row["compute_dtype"] == "torch.bfloat16"
