@@ -57,7 +57,6 @@ from llm_runs.precision import (  # noqa: E402
     parameter_change,
     parameter_snapshot,
     resolve_precision,
-    set_compute_dtype,
 )
 
 #: (prompt tokens, maximum response tokens): B.1's completion limit, and a seconds-long CPU shape
@@ -65,25 +64,12 @@ PAPER_LENGTHS, TINY_LENGTHS = (512, 4096), (16, 48)
 
 
 def build_model(tiny: bool, device: str, precision_name: str):
-    """The 1.7B (or tiny) Qwen3 shape with transformers' random init (std 0.02), in the given
-    precision, gradient checkpointing on, marked with its compute dtype."""
-    from gpu_learner_step import QWEN3_1_7B, TINY
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    """The 1.7B (or tiny) Qwen3 shape with transformers' random init (std 0.02) in the given
+    precision, gradient checkpointing on (`gpu_trainer_step.build_model`), and the precision."""
+    from gpu_trainer_step import build_model as build
 
-    precision = resolve_precision(precision_name, torch.device(device))
-    config = Qwen3Config(
-        **(TINY if tiny else QWEN3_1_7B),
-        initializer_range=0.02,
-        attn_implementation="sdpa",
-        use_cache=False,
-    )
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = Qwen3ForCausalLM(config).to(precision.param_dtype)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    set_compute_dtype(model, precision.compute_dtype)
-    return model, precision
+    model, _ = build(tiny, device, precision_name)
+    return model, resolve_precision(precision_name, torch.device(device))
 
 
 def run_updates(
