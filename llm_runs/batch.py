@@ -17,6 +17,7 @@ from torch import Tensor
 
 from llm_runs.logprobs import chunked_token_logprobs_entropy, output_embedding, token_logprobs
 from llm_runs.packing import pack_micro_batch, packed_hidden_states, scatter_responses
+from llm_runs.precision import compute_autocast
 
 
 @dataclass
@@ -240,7 +241,16 @@ def micro_logprobs(
     packed: pack the real tokens (`packed_micro_logprobs`, the default) or run the right-padded
         `[B G, S]` batch (`token_logprobs`, the reference). Equal on response tokens up to float
         rounding; past a response's end the packed path holds 0, the padded one finite values.
+    The forward runs in the model's compute dtype (`llm_runs.precision.compute_autocast`: bfloat16
+    autocast under the mixed default); a backward of the result runs outside that context.
     """
+    with compute_autocast(model):
+        return _micro_logprobs(model, batch, chunk, packed)
+
+
+def _micro_logprobs(
+    model: torch.nn.Module, batch: TrajectoryBatch, chunk: int, packed: bool
+) -> tuple[Tensor, Tensor]:
     if packed:
         return packed_micro_logprobs(model, batch, chunk)
     b, g, s = batch.input_ids.shape

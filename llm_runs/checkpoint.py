@@ -17,9 +17,19 @@ Everything is tensors (safetensors) or JSON, so loading never runs `pickle`. The
 written under a temporary name and renamed into place (`os.replace`), so a run killed while
 writing leaves the previous checkpoint intact and no half-written `step_*` folder.
 
+Precision. The model is saved in the learner's parameter dtype: float32 under the mixed default
+(`llm_runs.precision`), so a resume continues from the exact float32 weights and optimizer
+states; the rollout engine's bfloat16 weights are derived from them at each sync and are not
+stored. With `keep_checkpoint_models`, each checkpoint's model is also written alone, cast to
+bfloat16 (what the engine generates with), to `RUN/models/step_<NNNNNN>/` (`MODEL_COPY_DIR`),
+which the rotation of checkpoints (`keep_checkpoints`) leaves alone: the models `gmc-grpo llm
+eval --model RUN --step N` evaluates after training (B.1's protocol) at a quarter of a
+checkpoint's size.
+
 Model resolution lives here too: `resolve_model(path, step)` turns a model directory or a
 training run directory (its `checkpoints/step_<N>/model/`) into the model folder to load, which
-is how `gmc-grpo llm eval --model RUN --step N` evaluates a checkpoint.
+is how `gmc-grpo llm eval --model RUN --step N` evaluates a checkpoint (a checkpoint's model, or
+the model copy of that step under `models/`).
 """
 
 from __future__ import annotations
@@ -45,8 +55,12 @@ from gmc_grpo.checkpoints import (
 from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 
+#: folder of a run's bfloat16 model copies (`save_checkpoint(..., model_copy_dtype=...)`)
+MODEL_COPY_DIR = "models"
+
 __all__ = [
     "CHECKPOINT_DIR",
+    "MODEL_COPY_DIR",
     "checkpoint_config",
     "latest_checkpoint",
     "list_checkpoints",
@@ -171,12 +185,16 @@ def save_checkpoint(
     counters: Mapping[str, Any],
     keep: int,
     config: Mapping[str, Any] | None = None,
+    model_copy_dtype: torch.dtype | None = None,
 ) -> Path:
     """Write the checkpoint of `step` atomically; keep the newest `keep` checkpoints.
 
     `config`: the run's `TrainConfig` as a dict, stored in `state.json` (a resume compares it
-    with its own, `gmc_grpo.resume`).
+    with its own, `gmc_grpo.resume`). `model_copy_dtype`: also write the model alone, cast to
+    this dtype, to `run_dir/models/step_<step>/` (`save_model_copy`; kept by the rotation).
     """
+    if model_copy_dtype is not None:
+        save_model_copy(run_dir, step, model, tokenizer, model_copy_dtype)
 
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp / "model", safe_serialization=True)
@@ -208,6 +226,33 @@ def save_checkpoint(
         )
 
     return save_step_folder(run_dir, step, write, keep=keep)
+
+
+def save_model_copy(
+    run_dir: str | Path, step: int, model: torch.nn.Module, tokenizer: Any, dtype: torch.dtype
+) -> Path:
+    """Write `model` (cast to `dtype`, e.g. bfloat16) and `tokenizer` to
+    `run_dir/models/step_<step>/`, atomically (a temporary folder renamed into place); every
+    copy is kept."""
+
+    def write(tmp: Path) -> None:
+        state, seen = {}, set()
+        for name, value in model.state_dict().items():
+            if value.data_ptr() in seen:  # a tied weight (lm_head = embedding): stored once
+                continue
+            seen.add(value.data_ptr())
+            state[name] = value.detach().to(dtype)
+        model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+        config_file = tmp / "config.json"  # the copy's dtype, not the learner's
+        config = read_json(config_file)
+        config["dtype"] = str(dtype).removeprefix("torch.")
+        config.pop("torch_dtype", None)
+        atomic_write_json(config_file, config)
+        tokenizer.save_pretrained(tmp)
+
+    return save_step_folder(
+        run_dir, step, write, keep=0, marker="config.json", folder=MODEL_COPY_DIR
+    )
 
 
 def checkpoint_config(path: str | Path) -> dict[str, Any] | None:
@@ -283,9 +328,11 @@ def _model_dir_in(checkpoint: Path) -> Path | None:
 
 
 def resolve_model(model: str | Path, step: int | None = None) -> tuple[Path, int | None]:
-    """`(model_dir, step)` for a model directory or a run directory with `checkpoints/`.
+    """`(model_dir, step)` for a model directory or a run directory with `checkpoints/` (and/or
+    the model copies of `models/`, `keep_checkpoint_models`).
 
-    A run directory picks the checkpoint whose folder name ends in `step` (or the highest step).
+    A run directory picks the checkpoint whose folder name ends in `step` (or the highest step);
+    a step with no checkpoint left is read from `models/` when its model copy is there.
     Raises `FileNotFoundError` naming the path and what was expected there.
     """
     path = Path(model)
@@ -294,24 +341,38 @@ def resolve_model(model: str | Path, step: int | None = None) -> tuple[Path, int
             f"--model {str(path)!r} does not exist: pass a Hugging Face model directory or a "
             "training run directory with checkpoints/"
         )
-    direct = _model_dir_in(path)
+    checkpoints = path / CHECKPOINT_DIR
+    copies = path / MODEL_COPY_DIR
+    # a run directory first: its own config.json is the run record, not a model's
+    direct = None if checkpoints.is_dir() or copies.is_dir() else _model_dir_in(path)
     if direct is not None:
         return direct, step if step is not None else step_from_name(path)
-    checkpoints = path / CHECKPOINT_DIR
-    if not checkpoints.is_dir():
+    if not checkpoints.is_dir() and not copies.is_dir():
         raise FileNotFoundError(
             f"--model {str(path)!r} is neither a model directory (no config.json) nor a run "
-            "directory (no checkpoints/ folder)"
+            "directory (no checkpoints/ or models/ folder)"
         )
-    found = {
-        s: c for c in checkpoints.iterdir() if c.is_dir() and (s := step_from_name(c)) is not None
-    }
+    found: dict[int, Path] = {}
+    for folder in (copies, checkpoints):  # a checkpoint's own float32 model wins
+        if folder.is_dir():
+            found.update(
+                {
+                    s: c
+                    for c in folder.iterdir()
+                    if c.is_dir()
+                    and not c.name.startswith(".")
+                    and (s := step_from_name(c)) is not None
+                }
+            )
     if not found:
-        raise FileNotFoundError(f"{checkpoints} holds no checkpoint folders named like step_<N>")
+        raise FileNotFoundError(
+            f"{path} holds no checkpoint or model-copy folders named like step_<N> (in "
+            f"{CHECKPOINT_DIR}/ or {MODEL_COPY_DIR}/)"
+        )
     chosen = step if step is not None else max(found)
     if chosen not in found:
         raise FileNotFoundError(
-            f"{checkpoints} has no checkpoint for step {chosen}; available: {sorted(found)}"
+            f"{path} has no checkpoint or model copy for step {chosen}; available: {sorted(found)}"
         )
     model_dir = _model_dir_in(found[chosen])
     if model_dir is None:

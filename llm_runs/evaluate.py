@@ -8,7 +8,8 @@ For a model directory (or a training run's checkpoint) and the six benchmarks:
 - unbiased pass@k for k in {1, 2, 4, 8, 16} with k <= n, from the same sampled outputs;
 - the unweighted macro average over the benchmarks, separately for greedy accuracy and avg@n.
 
-The two-shot prompt (`llm_runs.prompts`), truncated at 1,024 prompt tokens; completions stop at
+The two-shot prompt (`llm_runs.prompts`), truncated at 1,024 prompt tokens (the token ids are cut
+and fed as they are, never decoded and re-encoded); completions stop at
 the next `Problem:` header or 4,096 tokens; the answer is the last complete `\\boxed{}`
 (`llm_runs.scoring`).
 
@@ -44,7 +45,7 @@ from llm_runs.scoring import Scorer, extract_last_boxed
 from llm_runs.tiny import check_model_dir
 
 if TYPE_CHECKING:
-    from llm_runs.engines.base import RolloutEngine, Sample, SamplingConfig
+    from llm_runs.engines.base import Prompt, RolloutEngine, Sample, SamplingConfig
 
 MACRO = "macro"
 # how a refused fresh evaluation continues (records but no config.json in --out)
@@ -273,7 +274,7 @@ def _drop_macro_rows(out: Path, step: int | None) -> list[dict[str, Any]]:
 
 def generate_outputs(
     engine: RolloutEngine,
-    prompts: Sequence[str],
+    prompts: Sequence[Prompt],
     sampling_for_chunk: Callable[[int], Any],
     batch_size: int,
     description: str,
@@ -345,7 +346,7 @@ def evaluate_one(
     engine: RolloutEngine,
     scorer: Scorer,
     problems: Sequence[Problem],
-    prompts: Sequence[str],
+    prompts: Sequence[Prompt],
     prompt_truncated: Sequence[bool],
     decoding: str,
     *,

@@ -25,6 +25,11 @@ Design (the one measured in `bench/gpu_learner_step.py`, which imports these fun
   does); GAC's projection runs parameter by parameter in place. Diagnostics are recomputed on
   the full minibatch from the detached log-probs, so they do not depend on the micro-batching.
 
+- **Precision** (`llm_runs.precision`): every forward of the learner's model runs in its compute
+  dtype (bfloat16 autocast under the CUDA default, float32 parameters and AdamW states), every
+  backward outside the autocast context; `check_optimizer` refuses an optimizer that cannot be
+  built before any compute (the paper recipes' 8-bit AdamW without bitsandbytes).
+
 Shapes: `B` groups, `G` responses per group, `S` padded prompt + response length, `T` padded
 response length, `H` hidden size, `V` vocabulary.
 
@@ -60,6 +65,7 @@ from llm_runs.logprobs import (  # noqa: F401 (re-exported)
     token_logprobs,
 )
 from llm_runs.packing import micro_batch_ranges
+from llm_runs.precision import compute_autocast
 
 #: How a baseline hook that needs `||grad log pi(y_i)||^2` gets them (`LearnerSettings.score_norms`).
 SCORE_NORM_MODES: tuple[str, ...] = ("in_backward", "per_trajectory")
@@ -67,6 +73,49 @@ SCORE_NORM_MODES: tuple[str, ...] = ("in_backward", "per_trajectory")
 # --------------------------------------------------------------------------------------------
 # Optimizer (the learning-rate schedule is the core's: `gmc_grpo.schedules`)
 # --------------------------------------------------------------------------------------------
+
+
+#: the fix a run without bitsandbytes is told (`check_optimizer`)
+ADAMW8BIT_FIX = (
+    "`pip install bitsandbytes` (or `pip install 'gmc-grpo[gpu]'`), or train with torch's AdamW "
+    "on purpose: `--set optimizer=adamw`"
+)
+
+
+def check_optimizer(kind: str, device: torch.device) -> None:
+    """Refuse, before any compute, an optimizer that cannot be built on `device`.
+
+    `"adamw8bit"` (the paper recipes', Appendix B.1) needs a CUDA device and an importable
+    bitsandbytes; the error names the fix. `"auto"` and `"adamw"` always pass (`"auto"` falls back
+    to torch AdamW with a notice, `make_optimizer`).
+    """
+    if kind not in OPTIMIZER_KINDS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZER_KINDS}, got {kind!r}")
+    if kind != "adamw8bit":
+        return
+    if device.type != "cuda":
+        raise ValueError(
+            f"optimizer='adamw8bit' (bitsandbytes' 8-bit AdamW, Appendix B.1) needs a CUDA device; "
+            f"the learner is on {device}: train with torch's AdamW on purpose, "
+            "`--set optimizer=adamw`"
+        )
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ImportError(
+            f"optimizer='adamw8bit' needs bitsandbytes, which is not installed: {ADAMW8BIT_FIX}"
+        )
+
+
+#: the optimizers `make_optimizer` builds
+OPTIMIZER_KINDS: tuple[str, ...] = ("auto", "adamw", "adamw8bit")
+
+
+def optimizer_memory_factor(param_dtype: torch.dtype) -> int:
+    """How many times the memory of 8-bit AdamW's states torch AdamW's take: two states of the
+    parameters' dtype (`2 x element size` bytes per parameter) against two 1-byte states (block
+    statistics aside): 4 for float32 parameters, 2 for bfloat16."""
+    return torch.empty((), dtype=param_dtype).element_size()
 
 
 def make_optimizer(
@@ -81,13 +130,13 @@ def make_optimizer(
 ) -> tuple[torch.optim.Optimizer, str]:
     """The optimizer of Appendix B.1 and its name.
 
-    kind: `"auto"` (8-bit AdamW from bitsandbytes on CUDA when importable, else
-    `torch.optim.AdamW` with a notice), `"adamw8bit"` (required; raises if unavailable) or
-    `"adamw"`.
+    kind: `"adamw8bit"` (bitsandbytes' 8-bit AdamW, the paper's; refused by `check_optimizer`
+    where it cannot run), `"adamw"` (`torch.optim.AdamW`) or `"auto"` (8-bit AdamW on CUDA when
+    bitsandbytes imports, else torch AdamW with a notice naming the memory factor). The paper
+    recipes name `"adamw8bit"`, so they never change optimizer silently.
     """
     params = list(params)
-    if kind not in ("auto", "adamw", "adamw8bit"):
-        raise ValueError(f"optimizer must be 'auto', 'adamw' or 'adamw8bit', got {kind!r}")
+    check_optimizer(kind, device)
     if kind in ("auto", "adamw8bit") and device.type == "cuda":
         try:
             import bitsandbytes as bnb  # type: ignore[import-not-found]
@@ -97,15 +146,18 @@ def make_optimizer(
         except ImportError:
             if kind == "adamw8bit":
                 raise ImportError(
-                    "optimizer='adamw8bit' needs bitsandbytes: `pip install bitsandbytes`"
+                    f"optimizer='adamw8bit': bitsandbytes failed to import: {ADAMW8BIT_FIX}"
                 ) from None
-    elif kind == "adamw8bit":
-        raise ValueError("optimizer='adamw8bit' needs a CUDA device (bitsandbytes)")
     if kind == "auto":
         where = "bitsandbytes is not installed" if device.type == "cuda" else "not on CUDA"
+        dtype = params[0].dtype if params else torch.float32
+        factor = optimizer_memory_factor(dtype)
+        name = str(dtype).removeprefix("torch.")
         notice(
             f"notice: using torch.optim.AdamW, not the 8-bit AdamW of Appendix B.1 ({where}); "
-            "optimizer states take 4x the memory, the update is the same up to quantisation"
+            f"its two {name} states take {factor}x the memory of 8-bit AdamW's "
+            f"({2 * factor} bytes per parameter instead of 2); the update is the same up to "
+            "quantisation"
         )
     opt = torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
     return opt, "torch.optim.AdamW"
@@ -235,14 +287,15 @@ class Learner:
         for i in range(b):
             one = batch.groups(i, i + 1)
             for j in range(g):
-                lp, _ = token_logprobs(
-                    self.model,
-                    one.input_ids[0, j : j + 1].long().to(self.device),
-                    one.attention_mask()[0, j : j + 1].to(self.device),
-                    one.prompt_len[0, j : j + 1].to(self.device),
-                    batch.response_width,
-                    self.settings.logit_chunk,
-                )
+                with compute_autocast(self.model):
+                    lp, _ = token_logprobs(
+                        self.model,
+                        one.input_ids[0, j : j + 1].long().to(self.device),
+                        one.attention_mask()[0, j : j + 1].to(self.device),
+                        one.prompt_len[0, j : j + 1].to(self.device),
+                        batch.response_width,
+                        self.settings.logit_chunk,
+                    )
                 m = mask[i, j].to(self.device)
                 seq = (lp[0].float() * m).sum()
                 grads = torch.autograd.grad(seq, self.params, allow_unused=True)

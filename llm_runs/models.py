@@ -1,13 +1,16 @@
 """The policy model of a training run: where it lives, its initial weights, loading it.
 
 - `Placement` / `resolve_placement(config)`: the learner's and the engine's devices and dtypes
-  ("auto": CUDA when available, bfloat16 there and float32 on a CPU; the two-GPU layout puts the
-  engine on `cuda:1`).
+  ("auto": CUDA when available; the learner's precision `llm_runs.precision`: float32 parameters
+  with bfloat16 autocast on CUDA, float32 on a CPU; the two-GPU layout puts the engine on
+  `cuda:1`).
+- `check_learner(...)`: the checks that run before any compute (the optimizer can be built here;
+  a warning for pure low-precision parameters).
 - `initial_model_dir(...)`: version 0 of the policy: the model directory of the config, or a
   tiny random-init Qwen3 built into the run (`llm_runs.tiny`), optionally after a supervised
   warm-up on the arithmetic task (`llm_runs.arithmetic.supervised_warmup`).
 - `load_policy(...)`: the tokenizer and the trainable model (cache off, gradient checkpointing
-  as configured).
+  as configured, parameters in the precision's dtype and marked with its compute dtype).
 
 A checkpoint's model (`checkpoints/step_N/model/`) is read by the same `load_policy`; the
 checkpoints themselves and the resolution of `--model RUN --step N` live in
@@ -25,8 +28,7 @@ from typing import Any
 import torch
 
 from llm_runs.config import TrainConfig
-
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from llm_runs.precision import Precision, resolve_precision, set_compute_dtype
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,16 @@ class Placement:
     learner_device: torch.device
     engine_device: torch.device
     learner_dtype: torch.dtype
+    """the learner's parameter dtype (float32 under the mixed default)"""
     engine_dtype: str | None
     """the engine's dtype name; None: the engine's default (vLLM: bfloat16, B.1)"""
+    precision: Precision | None = None
+    """the learner's resolved precision (`llm_runs.precision`; None: `learner_dtype`, no autocast)"""
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The learner's compute dtype under autocast (None: it computes in `learner_dtype`)."""
+        return None if self.precision is None else self.precision.compute_dtype
 
 
 def resolve_placement(config: TrainConfig) -> Placement:
@@ -54,17 +64,29 @@ def resolve_placement(config: TrainConfig) -> Placement:
         engine = torch.device(config.engine_device)
     if config.layout == "two_gpu" and cuda and torch.cuda.device_count() < 2:
         raise ValueError("layout 'two_gpu' needs two CUDA devices; use layout 'one_gpu'")
-    if config.learner_dtype == "auto":
-        dtype = torch.bfloat16 if learner.type == "cuda" else torch.float32
-    else:
-        dtype = _DTYPES[config.learner_dtype]
+    precision = resolve_precision(config.learner_dtype, learner)
     if config.engine_dtype != "auto":
         engine_dtype: str | None = config.engine_dtype
-    elif config.engine == "hf":  # the HF engine computes like the learner
-        engine_dtype = str(dtype).removeprefix("torch.")
+    elif config.engine == "hf":  # the HF engine computes like the learner (bf16 under mixed)
+        engine_dtype = precision.engine_dtype
     else:
         engine_dtype = None
-    return Placement(learner, engine, dtype, engine_dtype)
+    return Placement(learner, engine, precision.param_dtype, engine_dtype, precision)
+
+
+def check_learner(config: TrainConfig, placement: Placement, notice: Callable[[str], None]) -> None:
+    """Before any compute: refuse an optimizer that cannot be built on the learner's device (the
+    paper recipes' `adamw8bit` without bitsandbytes or CUDA, with the fix), and warn when the
+    parameters are pure bfloat16/float16 (updates below `llm_runs.precision.underflow_lr` are
+    rounded away)."""
+    from llm_runs.learner import check_optimizer
+    from llm_runs.precision import precision_warning
+
+    check_optimizer(config.optimizer, placement.learner_device)
+    if placement.precision is not None:
+        warning = precision_warning(placement.precision, config.lr)
+        if warning is not None:
+            notice(warning)
 
 
 def initial_model_dir(
@@ -153,7 +175,12 @@ def _build_initial_policy(
 def load_policy(
     model_dir: Path, placement: Placement, gradient_checkpointing: bool
 ) -> tuple[Any, torch.nn.Module]:
-    """`(tokenizer, model)` of `model_dir`, the model on the learner's device, in train mode."""
+    """`(tokenizer, model)` of `model_dir`, the model on the learner's device, in train mode.
+
+    The parameters load in `placement.learner_dtype` (float32 under the mixed default, whatever
+    the checkpoint's dtype) and the model is marked with the precision's compute dtype, so the
+    learner's forward passes run under autocast (`llm_runs.precision.compute_autocast`).
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -161,6 +188,7 @@ def load_policy(
         model_dir, dtype=placement.learner_dtype, use_safetensors=True
     )
     model.to(placement.learner_device)
+    set_compute_dtype(model, placement.autocast_dtype)
     model.config.use_cache = False
     if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

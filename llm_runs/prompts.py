@@ -117,16 +117,22 @@ def build_prompt(problem: str) -> str:
 class _Tokenizer(Protocol):
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
 
-    def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
-
 
 def truncate_prompt(
     prompt: str,
     tokenizer: _Tokenizer,
     max_tokens: int = MAX_PROMPT_TOKENS,
     side: Literal["left", "right"] = "left",
-) -> tuple[str, bool]:
-    """Cut `prompt` to at most `max_tokens` tokens; return `(text, was_truncated)`.
+) -> tuple[str | list[int], bool]:
+    """Fit `prompt` into `max_tokens` tokens; return `(prompt or token ids, was_truncated)`.
+
+    A prompt that fits comes back as its text. A longer one comes back as token ids: its encoding
+    as the engine feeds it (`add_special_tokens=True`), cut to exactly `max_tokens` ids, special
+    tokens the tokenizer adds at either end kept. The rollout engines take token ids as a prompt
+    (`llm_runs.engines.base.Prompt`), so the cut prompt is never decoded and re-encoded: a text
+    decoded from a cut encoding can re-encode to more tokens (a multi-byte character split by
+    the cut decodes to U+FFFD, three bytes; merges differ at the new start), and the engine
+    would then refuse a prompt over `max_prompt_tokens` (tested).
 
     side: "left" (default) drops the beginning (instruction and demonstrations go first, the
     problem's end and the `Solution:` header are kept so the model still answers); "right" drops
@@ -137,8 +143,24 @@ def truncate_prompt(
         raise ValueError(f"truncate_prompt: max_tokens must be >= 1, got {max_tokens}")
     if side not in ("left", "right"):
         raise ValueError(f"truncate_prompt: side must be 'left' or 'right', got {side!r}")
-    ids = tokenizer.encode(prompt, add_special_tokens=False)
-    if len(ids) <= max_tokens:
+    full = list(tokenizer.encode(prompt, add_special_tokens=True))
+    if len(full) <= max_tokens:
         return prompt, False
-    kept = ids[-max_tokens:] if side == "left" else ids[:max_tokens]
-    return tokenizer.decode(kept, skip_special_tokens=False), True
+    plain = list(tokenizer.encode(prompt, add_special_tokens=False))
+    head, tail = _special_ends(full, plain)
+    budget = max_tokens - len(head) - len(tail)
+    if budget < 1:
+        raise ValueError(
+            f"truncate_prompt: max_tokens={max_tokens} leaves no room for the prompt beside the "
+            f"{len(head) + len(tail)} special tokens the tokenizer adds"
+        )
+    kept = plain[-budget:] if side == "left" else plain[:budget]
+    return head + kept + tail, True
+
+
+def _special_ends(full: list[int], plain: list[int]) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer adds before and after `plain` in `full` (none when not found)."""
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return full[:start], full[start + len(plain) :]
+    return [], []

@@ -13,7 +13,8 @@ Rollouts of version 0 (the initial policy) come from the shared cache when the r
 (`llm_runs.cache.RolloutCache`).
 
 The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
-prompt of `llm_runs.prompts` (cut at `max_prompt_tokens`) scored by math-verify
+prompt of `llm_runs.prompts` (cut at `max_prompt_tokens` tokens, at the token level: a cut prompt
+goes to the engine as token ids, never decoded and re-encoded) scored by math-verify
 (`llm_runs.scoring.Scorer`); "arithmetic" is the CPU demonstration of `llm_runs.arithmetic`
 with an exact-match reward.
 """
@@ -63,8 +64,10 @@ class Task:
                 evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
         return train, evals
 
-    def prompt(self, problem: str) -> str:
-        """The prompt of one problem (math: the two-shot prompt cut at `max_prompt_tokens`)."""
+    def prompt(self, problem: str) -> str | list[int]:
+        """The prompt of one problem (math: the two-shot prompt; one longer than
+        `max_prompt_tokens` comes back as its token ids cut to that many, which the engine feeds
+        as they are: `llm_runs.prompts.truncate_prompt`)."""
         if self.config.task == "arithmetic":
             from llm_runs.arithmetic import build_prompt
 

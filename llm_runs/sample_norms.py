@@ -40,6 +40,12 @@ trajectory. Here the norms come out of the micro-batch's ordinary backward, exac
   the output layer's logits are recomputed in the backward, as the checkpointed chunks of the
   other methods do.
 
+Mixed precision: the micro-batch's forward runs under the model's autocast
+(`llm_runs.precision.compute_autocast`); the autograd functions record the autocast state of
+their forward and re-enter it in their backward (as `torch.amp.custom_fwd/custom_bwd` would, for
+any device), so their matrix products run in the forward's dtype and the per-trajectory
+gradients accumulate in float32.
+
 Supported: `nn.Linear`, `nn.Embedding` (without `max_norm`), the Qwen2/Qwen3/Llama RMSNorm
 (`weight * (x / rms(x))`) and the output matrix through the chunked log-softmax; any other
 trainable parameter raises (use `score_norms="per_trajectory"`).
@@ -66,6 +72,7 @@ from llm_runs.packing import (
     packed_hidden_states,
     scatter_responses,
 )
+from llm_runs.precision import autocast_state, compute_autocast, reenter_autocast
 
 #: RMSNorm classes computing `weight * (x / sqrt(mean(x^2) + eps)).to(input dtype)`.
 RMS_NORM_CLASSES: tuple[str, ...] = ("Qwen3RMSNorm", "Qwen2RMSNorm", "LlamaRMSNorm")
@@ -241,10 +248,16 @@ class _SampleLinear(torch.autograd.Function):
     def forward(ctx, x, weight, bias, state):  # noqa: D102
         ctx.save_for_backward(x)
         ctx.weight, ctx.bias, ctx.state = weight, bias, state
+        ctx.autocast = autocast_state(x.device.type)
         return nn.functional.linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_out):  # noqa: D102
+        with reenter_autocast(grad_out.device.type, ctx.autocast):
+            return _SampleLinear._backward(ctx, grad_out)
+
+    @staticmethod
+    def _backward(ctx, grad_out):
         (x,) = ctx.saved_tensors
         state: SampleGradients = ctx.state
         weight, bias = ctx.weight, ctx.bias
@@ -317,12 +330,18 @@ class _SampleOutput(torch.autograd.Function):
             ents.append(ent)
         ctx.save_for_backward(hidden, targets)
         ctx.weight, ctx.state, ctx.chunk = weight, state, chunk
+        ctx.autocast = autocast_state(hidden.device.type)
         entropy = torch.cat(ents)
         ctx.mark_non_differentiable(entropy)
         return torch.cat(lps), entropy
 
     @staticmethod
     def backward(ctx, grad_lp, _grad_entropy):  # noqa: D102
+        with reenter_autocast(grad_lp.device.type, ctx.autocast):
+            return _SampleOutput._backward(ctx, grad_lp)
+
+    @staticmethod
+    def _backward(ctx, grad_lp):
         hidden, targets = ctx.saved_tensors
         state: SampleGradients = ctx.state
         weight = ctx.weight
@@ -497,14 +516,15 @@ def baseline_micro_batch(
     sigma = rewards.std(dim=-1, unbiased=True, keepdim=True)  # [b, 1]
     inv_sigma = torch.where(sigma >= STD_FLOOR, 1.0 / sigma.clamp(min=STD_FLOOR), 0.0)
     with per_sample_gradients(model, state):
-        hidden = packed_hidden_states(model, packed)
-        lp_r, ent_r = _SampleOutput.apply(
-            hidden.index_select(0, packed.response_hidden_index),
-            weight,
-            packed.response_targets,
-            state,
-            chunk,
-        )
+        with compute_autocast(model):  # the forward in the model's compute dtype
+            hidden = packed_hidden_states(model, packed)
+            lp_r, ent_r = _SampleOutput.apply(
+                hidden.index_select(0, packed.response_hidden_index),
+                weight,
+                packed.response_targets,
+                state,
+                chunk,
+            )
         lp = scatter_responses(lp_r.detach(), packed)
         u = trajectory_loss_weights(lp, behavior, mask, loss_config).cpu() * scale  # [b, G]
         state.set_weights(

@@ -94,7 +94,7 @@ from llm_runs import checkpoint as ckpt
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
-from llm_runs.models import initial_model_dir, load_policy, resolve_placement
+from llm_runs.models import check_learner, initial_model_dir, load_policy, resolve_placement
 from llm_runs.rollouts import RewardFn, RolloutProducer, Task
 from llm_runs.sinks import MetricSinks
 
@@ -145,6 +145,7 @@ class Trainer:
 
             check_model_dir(config.model)
         self.placement = resolve_placement(config)
+        check_learner(config, self.placement, self.notice)  # optimizer, precision: before compute
         self.task = Task(config)
         self.train_problems, self.eval_sets = self.task.load_problems()
         self.sinks = MetricSinks(config)
@@ -338,6 +339,7 @@ class Trainer:
             device=str(self.placement.engine_device),
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             kv_cache_memory_bytes=config.vllm_kv_cache_memory_bytes,
+            enforce_eager=config.vllm_enforce_eager,
         )
 
     # -- the parts of one update -------------------------------------------------------------
@@ -431,6 +433,7 @@ class Trainer:
             counters={"launches": self.rollouts.launches},
             keep=self.config.keep_checkpoints,
             config=dataclasses.asdict(self.config),
+            model_copy_dtype=torch.bfloat16 if self.config.keep_checkpoint_models else None,
         )
 
     # -- the loop ----------------------------------------------------------------------------
@@ -448,6 +451,7 @@ class Trainer:
             "resolved_learner_device": str(self.placement.learner_device),
             "resolved_engine_device": str(self.placement.engine_device),
             "resolved_learner_dtype": str(self.placement.learner_dtype),
+            "resolved_learner_compute_dtype": str(self.placement.autocast_dtype),
             "reward_fn": getattr(self.reward_fn, "__qualname__", None),
             "metric_names": METRIC_NAMES,
         }

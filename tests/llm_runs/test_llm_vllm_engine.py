@@ -76,6 +76,10 @@ def test_greedy_matches_forward_and_hf_engine(engine, reference, tiny_dirs):
     assert [r[0].text for r in ours] == [r[0].text for r in hf]
 
 
+def test_token_id_prompts(engine, reference):
+    checks.check_token_id_prompts(engine, reference[1])
+
+
 def test_seed_reproducibility(engine):
     checks.check_seed_reproducibility(engine)
 

@@ -1,0 +1,353 @@
+"""GPU smoke check of the paper's path: do updates land, what do they cost, how far is vLLM?
+
+One command, on one GPU (torch + transformers only; vLLM and bitsandbytes are used when present):
+
+1. **Learning.** A Qwen3-1.7B-shaped model built from its config with random weights (Qwen3's
+   init, std 0.02; nothing downloaded), 3 optimizer updates of the trainer's own learner
+   (`llm_runs.learner.Learner.step`, GRPO) at lr 1e-6 on a synthetic stale batch of 8 groups x 8
+   (prompt 512 tokens, responses of 1,024 to 4,096 tokens, packed micro-batches of one group),
+   in the learner's default precision on CUDA (`mixed_bfloat16`: float32 parameters and AdamW
+   states, bfloat16 autocast; `llm_runs.precision`). Prints the fraction of parameter elements
+   that changed and their total |delta|: a run whose updates underflow (pure bfloat16
+   parameters, `--precision bfloat16`) changes about 2% where float32 changes over 90%.
+   `--compare-precisions` adds float32 and pure bfloat16 rows on the same batch.
+2. **Cost.** Peak accelerator memory, seconds per update (the median of updates 2 and 3; the
+   first includes warm-up), MFU = `6 x parameters x real tokens / seconds / peak` (`--peak-tflops`,
+   790 = the bf16 matrix rate measured on an H200), and the memory model's prediction for the
+   same configuration (`llm_runs.memory`), to compare.
+3. **Train-inference mismatch at lag 0** (only when vLLM is installed): the same weights in
+   vLLM (bfloat16) generate 8 prompts x 8 samples; the learner recomputes their log-probs;
+   prints the per-trajectory `|sum_t log mu - sum_t log pi|` (mean, median, p99, max) and the
+   per-token mean, the quantity a group-level cap of `log 1.28 = 0.25` nats compares with.
+4. **Two-GPU overlap** (only with two GPUs): the overlapped layout of Appendix B.1 is not
+   implemented yet (issue 24, item 2); the script says so instead of timing it.
+
+    python bench/gpu_smoke.py                                 # CUDA, 1.7B shape
+    python bench/gpu_smoke.py --compare-precisions           # + float32 and pure bf16 rows
+    python bench/gpu_smoke.py --device cpu --tiny --no-vllm   # the same code path on a CPU
+
+The JSON (`--out`) holds every number printed. The CPU mode is run by
+`tests/llm_runs/test_llm_train_precision.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the model shapes and the batch
+
+from gmc_grpo.methods import MethodSettings, get_method  # noqa: E402
+from llm_runs.learner import (  # noqa: E402
+    Learner,
+    LearnerSettings,
+    TrajectoryBatch,
+    batch_logprobs,
+    make_optimizer,
+)
+from llm_runs.memory import GIB, learner_bytes, shape_of  # noqa: E402
+from llm_runs.precision import (  # noqa: E402
+    parameter_change,
+    parameter_snapshot,
+    resolve_precision,
+)
+
+#: (prompt tokens, maximum response tokens): B.1's completion limit, and a seconds-long CPU shape
+PAPER_LENGTHS, TINY_LENGTHS = (512, 4096), (16, 48)
+
+
+def build_model(tiny: bool, device: str, precision_name: str):
+    """The 1.7B (or tiny) Qwen3 shape with transformers' random init (std 0.02) in the given
+    precision, gradient checkpointing on (`gpu_trainer_step.build_model`), and the precision."""
+    from gpu_trainer_step import build_model as build
+
+    model, _ = build(tiny, device, precision_name)
+    return model, resolve_precision(precision_name, torch.device(device))
+
+
+def run_updates(
+    model: torch.nn.Module,
+    batch: TrajectoryBatch,
+    *,
+    lr: float,
+    optimizer_kind: str,
+    updates: int,
+    response_len: int,
+    notice=lambda text: print(text, file=sys.stderr),
+) -> dict:
+    """`updates` GRPO updates of the trainer's learner at a constant `lr` (no warm-up), on one
+    batch: the parameter change (`llm_runs.precision.parameter_change`), seconds and peak memory
+    per update, the last update's metrics and the optimizer's name."""
+    device = next(model.parameters()).device
+    optimizer, optimizer_name = make_optimizer(
+        model.parameters(),
+        kind=optimizer_kind,
+        lr=lr,
+        betas=(0.9, 0.999),
+        weight_decay=0.0,
+        device=device,
+        notice=notice,
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    settings = LearnerSettings(
+        method="grpo",
+        loss=get_method("grpo").loss_config(MethodSettings(), max_length=response_len),
+        advantage="paper",
+        groups_per_micro=1,
+        logit_chunk=4096,
+        grad_clip=1.0,
+    )
+    learner = Learner(model, optimizer, scheduler, settings)
+    before = parameter_snapshot(model, "cpu")
+    seconds, peaks, metrics = [], [], {}
+    for _ in range(updates):
+        t0 = time.perf_counter()
+        metrics = learner.step(batch, 0)
+        seconds.append(time.perf_counter() - t0)
+        peaks.append(metrics["perf/peak_memory_gb"])
+    return {
+        "change": parameter_change(before, model),
+        "seconds": seconds,
+        "peaks": peaks,
+        "metrics": metrics,
+        "optimizer": optimizer_name,
+        "optimizer_state": optimizer.state,
+    }
+
+
+def learning_row(args, batch: TrajectoryBatch, precision_name: str, response_len: int) -> dict:
+    """3 updates at lr `args.lr` in `precision_name`: what changed, memory, time, MFU."""
+    device = torch.device(args.device)
+    model, precision = build_model(args.tiny, args.device, precision_name)
+    params = sum(p.numel() for p in model.parameters())
+    done = run_updates(
+        model,
+        batch,
+        lr=args.lr,
+        optimizer_kind=args.optimizer,
+        updates=args.updates,
+        response_len=response_len,
+    )
+    change, seconds, peaks = done["change"], done["seconds"], done["peaks"]
+    metrics, optimizer_name = done["metrics"], done["optimizer"]
+    timed = seconds[1:] or seconds
+    step = statistics.median(timed)
+    tokens = batch.num_tokens()
+    group_tokens = int((batch.prompt_len + batch.response_len).sum(-1).max())
+    modelled = learner_bytes(
+        shape_of(model.config),
+        precision=precision.name,
+        optimizer="adamw8bit" if "8bit" in optimizer_name.lower() else "adamw",
+        micro_tokens=group_tokens,
+    )
+    row = {
+        "precision": precision.name,
+        "param_dtype": str(precision.param_dtype),
+        "compute_dtype": str(precision.compute_dtype),
+        "optimizer": optimizer_name,
+        "lr": args.lr,
+        "updates": args.updates,
+        "parameters": params,
+        **change,
+        "grad_norm_last": metrics["optim/grad_norm"],
+        "seconds": seconds,
+        "step_seconds": step,
+        "real_tokens": tokens,
+        "mfu": (
+            6 * params * tokens / step / (args.peak_tflops * 1e12)
+            if args.peak_tflops is not None
+            else None
+        ),
+        "peak_memory_gib": max(peaks),
+        "peak_memory_kind": "CUDA max allocated" if device.type == "cuda" else "process RSS",
+        "modelled_peak_gib": sum(modelled.values()) / GIB,
+        "dtypes_after": sorted({str(p.dtype) for p in model.parameters()}),
+    }
+    del done, model
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+def numbered_tokenizer(vocab: int):
+    """A word-level tokenizer with one token `<i>` per id of the model's vocabulary (built in
+    code, nothing downloaded), so vLLM can detokenize whatever the random model samples; `<0>`
+    is the end-of-sequence token."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = {f"<{i}>": i for i in range(vocab)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=words, unk_token="<0>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")  # joins the words with spaces
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<0>", pad_token="<0>", unk_token="<0>"
+    )
+
+
+def mismatch_row(args, prompt_len: int) -> dict:
+    """Lag-0 train-inference mismatch with vLLM (bfloat16) on the same random weights."""
+    import importlib.util
+
+    if args.no_vllm:
+        return {"skipped": "--no-vllm"}
+    if importlib.util.find_spec("vllm") is None:
+        return {"skipped": "vLLM is not installed"}
+    import tempfile
+
+    from llm_runs.engines.base import SamplingConfig
+    from llm_runs.engines.vllm_engine import VLLMEngine
+
+    model, _ = build_model(args.tiny, args.device, args.precision)
+    vocab = model.config.vocab_size
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder, safe_serialization=True)
+        numbered_tokenizer(vocab).save_pretrained(folder)  # prompts go in as token ids
+        cuda = args.device == "cuda"
+        engine = VLLMEngine(
+            folder,
+            dtype="bfloat16",
+            max_model_len=prompt_len + args.mismatch_tokens,
+            gpu_memory_utilization=0.3 if cuda else 0.5,
+            kv_cache_memory_bytes=None if cuda else 256 * 2**20,
+        )
+        gen = torch.Generator().manual_seed(1)
+        prompts = [torch.randint(1, vocab, (prompt_len,), generator=gen).tolist() for _ in range(8)]
+        samples = engine.generate(
+            prompts, SamplingConfig(n=8, max_tokens=args.mismatch_tokens, seed=0)
+        )
+        engine.close()
+    b, g = len(samples), len(samples[0])
+    lengths = torch.tensor([[len(s.token_ids) for s in grp] for grp in samples])
+    width = prompt_len + int(lengths.max())
+    ids = torch.zeros(b, g, width, dtype=torch.int32)
+    engine_lp = torch.zeros(b, g, int(lengths.max()))
+    for i, grp in enumerate(samples):
+        for j, s in enumerate(grp):
+            seq = s.prompt_token_ids + s.token_ids
+            ids[i, j, : len(seq)] = torch.tensor(seq, dtype=torch.int32)
+            engine_lp[i, j, : len(s.token_ids)] = torch.tensor(s.logprobs)
+    batch = TrajectoryBatch(
+        input_ids=ids,
+        prompt_len=torch.full((b, g), prompt_len, dtype=torch.long),
+        response_len=lengths,
+        engine_logprobs=engine_lp,
+        learner_logprobs=None,
+        rewards=torch.zeros(b, g),
+        truncated=lengths == args.mismatch_tokens,
+        prompt_index=torch.arange(b),
+        behavior_version=0,
+    )
+    learner_lp = batch_logprobs(model, batch, 4096, 1)
+    mask = batch.response_mask()
+    per_token = ((engine_lp - learner_lp).abs() * mask).sum() / mask.sum()
+    per_trajectory = ((engine_lp - learner_lp) * mask).sum(-1).abs().flatten().double()
+    return {
+        "trajectories": b * g,
+        "response_tokens_mean": float(lengths.float().mean()),
+        "per_token_abs_mean": float(per_token),
+        "per_trajectory_abs_sum": {
+            "mean": float(per_trajectory.mean()),
+            "median": float(per_trajectory.median()),
+            "p99": float(per_trajectory.quantile(0.99)),
+            "max": float(per_trajectory.max()),
+        },
+        "trajectories_over_log_1_28": float((per_trajectory > 0.2469).double().mean()),
+    }
+
+
+def overlap_row(args) -> dict:
+    """The two-GPU overlapped layout's step time (not implemented yet: said so)."""
+    if args.device != "cuda" or torch.cuda.device_count() < 2:
+        return {"skipped": "needs 2 GPUs"}
+    return {
+        "skipped": "the overlapped two-GPU layout (vLLM in its own process on the second GPU) "
+        "is not implemented yet (issue 24, item 2)"
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
+    parser.add_argument("--tiny", action="store_true", help="tiny model and short sequences")
+    parser.add_argument(
+        "--precision",
+        default="mixed_bfloat16",
+        help="learner precision (llm_runs.precision; default: CUDA's default, mixed_bfloat16)",
+    )
+    parser.add_argument(
+        "--compare-precisions", action="store_true", help="also float32 and pure bfloat16 rows"
+    )
+    parser.add_argument("--optimizer", default="auto", help="auto (8-bit AdamW if available)")
+    parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (1e-6, B.1)")
+    parser.add_argument("--updates", type=int, default=3)
+    parser.add_argument("--peak-tflops", type=float, default=None, help="MFU denominator")
+    parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM mismatch part")
+    parser.add_argument(
+        "--mismatch-tokens", type=int, default=512, help="tokens per vLLM sample (mismatch)"
+    )
+    parser.add_argument("--out", default="gpu_smoke.json")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here (use --device cpu --tiny)")
+    if args.peak_tflops is None and args.device == "cuda":
+        args.peak_tflops = 790.0
+    prompt_len, response_len = TINY_LENGTHS if args.tiny else PAPER_LENGTHS
+    from gpu_trainer_step import make_batch
+
+    reference, _ = build_model(args.tiny, args.device, "float32")
+    batch = make_batch(reference, reference.config.vocab_size, prompt_len, response_len, 0)
+    del reference
+    gc.collect()
+    names = [args.precision]
+    if args.compare_precisions:
+        names += [n for n in ("float32", "bfloat16") if n != args.precision]
+    results: dict = {
+        "config": vars(args),
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "transformers": __import__("transformers").__version__,
+        "learning": [],
+    }
+    for name in names:
+        row = learning_row(args, batch, name, response_len)
+        results["learning"].append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "seconds"}), flush=True)
+        Path(args.out).write_text(json.dumps(results, indent=1))
+    results["mismatch_lag0"] = mismatch_row(args, prompt_len)
+    print(json.dumps({"mismatch_lag0": results["mismatch_lag0"]}), flush=True)
+    results["two_gpu_overlap"] = overlap_row(args)
+    print(json.dumps({"two_gpu_overlap": results["two_gpu_overlap"]}), flush=True)
+    Path(args.out).write_text(json.dumps(results, indent=1))
+    print(summary_table(results))
+    return results
+
+
+def summary_table(results: dict) -> str:
+    lines = [
+        f"device: {results['device']}",
+        "| precision | elements changed | total abs delta | s / update | peak GiB (modelled) | MFU |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results["learning"]:
+        mfu = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+        lines.append(
+            f"| {r['precision']} | {100 * r['fraction_changed']:.2f}% | {r['abs_delta']:.4g} "
+            f"| {r['step_seconds']:.3f} | {r['peak_memory_gib']:.2f} "
+            f"({r['modelled_peak_gib']:.2f}) | {mfu} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
