@@ -66,6 +66,7 @@ _RESUME_KEYS = (
     "batch_size",
     "seed",
     "dtype",
+    "scorer_decimal_rel_tol",  # a verdict policy: one evaluation keeps one
 )
 
 
@@ -425,6 +426,7 @@ def run_eval(
                     num_workers=config.scorer_workers,
                     timeout_s=config.scorer_timeout_s,
                     memory_mb=config.scorer_memory_mb,
+                    decimal_rel_tol=config.scorer_decimal_rel_tol,
                 ) as scorer:
                     for benchmark in config.benchmarks:
                         decodings = [d for b, d in todo if b == benchmark]
