@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.errors import run_reported
+from gmc_grpo.runlock import locks_folder
 
 # figure formats matplotlib writes without extra packages (`--formats`)
 FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
@@ -147,6 +148,7 @@ def _table_builders() -> dict[str, Callable[..., Any]]:
     }
 
 
+@locks_folder("out")
 def write_all(
     paths: Sequence[str | Path],
     out: str | Path,
@@ -161,7 +163,7 @@ def write_all(
     """Discover the runs below `paths` (minus those under `exclude`) and write every item of
     `only` (default: all) into `out`; items without data are skipped (or drawn with the paper's
     reference only when `include_empty`). Paths in the index are relative to `root` (default:
-    the working directory)."""
+    the working directory). Holds `out`'s lock throughout (`gmc_grpo.runlock`)."""
     from figures.common import save_figure
     from figures.discover import DamagedRun, discover, inventory_markdown
 

@@ -35,6 +35,7 @@ from gmc_grpo.records import (
     read_run_config,
     to_json,
 )
+from gmc_grpo.runlock import locks_folder
 from llm_runs import prompts as prompt_lib
 from llm_runs.checkpoint import resolve_model
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
@@ -378,6 +379,7 @@ def evaluate_one(
     return row, output_records(problems, samples, correct, prompt_truncated)
 
 
+@locks_folder(lambda arguments: arguments["config"].out)
 def run_eval(
     config: EvalConfig,
     *,
@@ -390,6 +392,8 @@ def run_eval(
     engine: an already built engine (tests pass a fake one); otherwise `engine_factory` builds one
         from the model directory, after the data has been loaded and checked.
     tokenizer: used to truncate prompts (default: the model directory's tokenizer).
+
+    Holds the lock of `config.out` throughout (`gmc_grpo.runlock`: a second writer is refused).
     """
     out = Path(config.out)
     model_dir, step = resolve_model(config.model, config.step)
