@@ -341,6 +341,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """Run the stages `args` asks for and write the report; returns the exit status."""
+    from gmc_grpo.methods import method_names
+
+    method_names()  # every stage uses the registry: a bad GMC_GRPO_METHODS module stops here
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file: choose a folder for the results")
