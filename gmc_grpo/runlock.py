@@ -30,7 +30,8 @@ How (`fcntl.flock`, chosen over the `filelock` package, which wraps the same cal
   the server supports locking (NFSv4, or NFSv3 with `lockd`). With the mount options `nolock` or
   `local_lock=flock|all` the lock only excludes processes on the same host, and a client that
   crashes holds its lock until the server's lease expires (NFSv4: about 90 s). A file system
-  without locks makes the command fail with `OSError` (`ENOLCK`) rather than run unguarded.
+  without locks makes the command fail with `OSError` (`ENOLCK`, naming the lock file) rather
+  than run unguarded. docs/records.md says the same for users.
 
 Python opens the lock file with mode 0o666, so it gets the user's umask like any other file.
 """
@@ -205,9 +206,12 @@ def _acquire(folder: Path, created: list[Path], notice: Callable[[str], None]) -
             finally:
                 os.close(fd)
             raise RunLockedError(folder, holder, _describe(holder)) from None
-        except OSError:
+        except OSError as error:  # e.g. ENOLCK: a file system without locks
             os.close(fd)
-            raise
+            if created:  # nobody else can be in a folder this call created: leave nothing
+                path.unlink(missing_ok=True)
+                _remove_empty(created)
+            raise OSError(error.errno, error.strerror, str(path)) from None
         if _same_file(fd, path):
             break
         os.close(fd)  # the holder released and deleted the file after we opened it: again
@@ -239,7 +243,12 @@ def _release(held: _Held) -> None:
             fcntl.flock(held.fd, fcntl.LOCK_UN)
         finally:
             os.close(held.fd)
-    for folder in reversed(held.created):  # innermost first; only empty ones go
+    _remove_empty(held.created)
+
+
+def _remove_empty(created: list[Path]) -> None:
+    """Remove the folders of `created` (outermost first) that are empty, innermost first."""
+    for folder in reversed(created):
         try:
             folder.rmdir()
         except OSError:

@@ -227,3 +227,16 @@ def test_the_holder_line_names_the_command(tmp_path: Path, monkeypatch) -> None:
         holder = read_holder(tmp_path / "run")
     assert holder["command"] == "gmc-grpo toy train"
     assert holder["host"] == socket.gethostname() and holder["started"].endswith("+00:00")
+
+
+def test_a_file_system_without_locks_stops_the_command(tmp_path, monkeypatch, capsys) -> None:
+    import errno
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(runlock.fcntl, "flock", no_locks)
+    code = cli.main([*TOY_RUN, str(tmp_path / "run")])
+    line = capsys.readouterr().err.strip()
+    assert code == 1 and "No locks available" in line and LOCK_NAME in line, line
+    assert not (tmp_path / "run").exists()

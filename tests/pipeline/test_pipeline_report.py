@@ -221,15 +221,19 @@ def test_report_nests_stage_headings_and_makes_table_math_safe() -> None:
     assert page.cells == [("th", False), ("th", False), ("td", False), ("td", True)]
 
 
-def _png(path: Path, width: int = 4, height: int = 3) -> Path:
-    """A tiny valid PNG (grey), written without any imaging library."""
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+def _png(
+    path: Path, width: int = 4, height: int = 3, rgb: tuple[int, int, int] | None = None
+) -> Path:
+    """A valid PNG of one colour (grey, or `rgb`), written without any imaging library."""
+    pixel, colour_type = (b"\x80", 0) if rgb is None else (bytes(rgb), 2)
+    raw = b"".join(b"\x00" + pixel * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", header)
@@ -363,28 +367,9 @@ def _chromium() -> str | None:
     return None
 
 
-def _rgb_png(path: Path, width: int, height: int, rgb: tuple[int, int, int]) -> Path:
-    """A valid one-colour RGB PNG, written without any imaging library."""
-    raw = b"".join(b"\x00" + bytes(rgb) * width for _ in range(height))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
-    return path
-
-
 def _figure_stage(out_dir: Path) -> dict[str, object]:
-    _rgb_png(out_dir / "figures" / "red.png", 80, 60, (255, 0, 0))
-    _rgb_png(out_dir / "figures" / "blue.png", 40, 30, (0, 0, 255))
+    _png(out_dir / "figures" / "red.png", 80, 60, (255, 0, 0))
+    _png(out_dir / "figures" / "blue.png", 40, 30, (0, 0, 255))
     markdown = (
         f"![red]({out_dir.name}/figures/red.png)\n\n![blue]({out_dir.name}/figures/blue.png)\n"
     )
