@@ -20,6 +20,7 @@ from typing import Any
 
 from figures.registry import Entry, entries, get_entry, item_names
 from gmc_grpo.errors import run_reported
+from gmc_grpo.runlock import locks_folder
 
 # figure formats matplotlib writes without extra packages (`--formats`)
 FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
@@ -80,6 +81,7 @@ class FiguresResult:
         return "\n".join(lines) + "\n"
 
 
+@locks_folder("out")
 def write_all(
     paths: Sequence[str | Path],
     out: str | Path,
@@ -94,7 +96,8 @@ def write_all(
     """Discover the runs below `paths` (minus those under `exclude`) and write every item of
     `only` (default: all; `figures.registry`) into `out`; items without data are skipped (or
     drawn with the paper's reference only when `include_empty`). Paths in the index are relative
-    to `root` (default: the working directory)."""
+    to `root` (default: the working directory). Holds `out`'s lock throughout
+    (`gmc_grpo.runlock`)."""
     from figures.common import save_figure
     from figures.discover import DamagedRun, discover, inventory_markdown
     from figures.tables import render_markdown

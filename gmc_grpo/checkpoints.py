@@ -42,6 +42,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.filemodes import give_plain_mode
+
 STATE_FORMAT = "gmc-grpo-state"
 STATE_FORMAT_VERSION = 1
 CHECKPOINT_DIR = "checkpoints"
@@ -226,6 +228,7 @@ def write_state(folder: str | Path, state: Any, name: str = "state") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     tensors, manifest = flatten_state(state)
     save_file(tensors, str(folder / f"{name}.safetensors"))
+    give_plain_mode(folder / f"{name}.safetensors")  # safetensors writes 0600 files
     text = json.dumps(
         {"format": STATE_FORMAT, "version": STATE_FORMAT_VERSION, "state": manifest},
         allow_nan=True,
@@ -299,7 +302,8 @@ def save_step_folder(
 ) -> Path:
     """Write `checkpoints/step_<step>/` (or `folder/step_<step>/`) atomically: `write(tmp)` fills
     a temporary folder, which is renamed into place; then only the newest `keep` checkpoints are
-    kept (`keep = 0`: all)."""
+    kept (`keep = 0`: all). Its files get the mode of a plain open under the umask
+    (`gmc_grpo.filemodes`)."""
     root = Path(run_dir) / folder
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
@@ -308,6 +312,7 @@ def save_step_folder(
     tmp.mkdir()
     try:
         write(tmp)
+        give_plain_mode(tmp)  # the umask's modes (safetensors and save_pretrained write 0600)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,7 +1,8 @@
 """How the command lines report errors: one line, no traceback, an exit status that says which kind.
 
 - **Bad input** (a config value, a missing or unreadable file, a refused resume): `ValueError`,
-  `FileNotFoundError`, `IsADirectoryError`, `NotADirectoryError`, `FileExistsError` -> exit
+  `FileNotFoundError`, `IsADirectoryError`, `NotADirectoryError`, `FileExistsError`, and a
+  plugin module that cannot be imported (`gmc_grpo.plugins.PluginImportError`) -> exit
   status 2 and `"<prog>: error: <message>"`; the messages name the field or file and the fix.
 - **The machine refused a write or a read** (a full disk, an unwritable folder, an I/O error):
   any other `OSError` -> exit status 1 and a line naming the file, the reason and how to continue;
@@ -17,7 +18,16 @@ import os
 import sys
 from collections.abc import Callable
 
-BAD_INPUT = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError)
+from gmc_grpo.plugins import PluginImportError
+
+BAD_INPUT = (
+    ValueError,
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    FileExistsError,
+    PluginImportError,
+)
 EXIT_BAD_INPUT = 2
 EXIT_IO_FAILURE = 1
 CONTINUE_HINT = "rerun the same command to continue"
@@ -62,7 +72,7 @@ def run_reported(
     """`command()`, with bad input and refused writes reported as one line (`report_error`)."""
     try:
         return command()
-    except (ValueError, OSError) as error:
+    except (ValueError, OSError, PluginImportError) as error:
         code = report_error(prog, error, continue_hint=continue_hint)
         if code is None:
             raise

@@ -25,7 +25,8 @@ and verl adapters, and the figures' method list. A spec holds
 Adding a method is one `register_method(MethodSpec(...))` (the README shows a worked example);
 configs accept any registered name. For the command line, name the module that registers it in
 the environment variable `GMC_GRPO_METHODS` (comma-separated modules, imported on the first
-look-up). `docs/METHODS.md` gives every method's exact definition.
+look-up, from `sys.path` or the current folder; one that fails to import stops the command with
+one line naming it and the exception: `gmc_grpo.plugins`). `docs/METHODS.md` gives every method's exact definition.
 
 This module imports no torch: the specs are plain data, and the hooks import the core's tensor
 code when they are called, so the figures and the command-line help stay light.
@@ -33,8 +34,6 @@ code when they are called, so the figures and the command-line help stay light.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +47,7 @@ from gmc_grpo.defaults import (
     VCPO_RHO_REF,
     VCPO_TRUNCATION,
 )
+from gmc_grpo.plugins import import_plugins
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -381,7 +381,6 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
 )
 
 _REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in PAPER_METHODS}
-_plugins_loaded = False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -433,18 +432,9 @@ def unregister_method(name: str) -> None:
 
 
 def _load_plugins() -> None:
-    """Import the modules named in `GMC_GRPO_METHODS` once (each registers its methods)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ValueError(
-                f"{PLUGINS_ENV} names the module {module!r}, which cannot be imported: {error}"
-            ) from error
+    """Import the modules named in `GMC_GRPO_METHODS` once (each registers its methods); one
+    that fails raises `gmc_grpo.plugins.PluginImportError` now and at every later look-up."""
+    import_plugins(PLUGINS_ENV)
 
 
 def method_names() -> tuple[str, ...]:

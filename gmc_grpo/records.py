@@ -27,9 +27,9 @@ import json
 import math
 import os
 import platform
+import secrets
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -139,11 +139,20 @@ def to_json(value: Any) -> str:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a temp file in the same folder and an atomic rename."""
+    """Write `text` to `path` through a temp file in the same folder and an atomic rename.
+
+    The file gets the mode a plain `open(path, "w")` would give it: the mode of the file it
+    replaces, else `0o666` less the umask (`gmc_grpo.filemodes`; `tempfile.mkstemp` would make
+    it 0600, readable by its owner only).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temp(path)
     try:
+        try:
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)  # keep the replaced file's mode
+        except FileNotFoundError:
+            pass
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -153,6 +162,18 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new file `.<name>.<random>.tmp` beside `path`, opened for writing with mode 0o666 (the
+    kernel applies the umask, as for a plain open)."""
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:

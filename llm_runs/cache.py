@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from gmc_grpo.filemodes import give_plain_mode
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 from llm_runs.config import TrainConfig
 
@@ -216,6 +217,7 @@ class RolloutCache:
             tensors, meta = tensors_of(batch)
             tmp = stem.with_name(f".{stem.name}.tmp")
             save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp))
+            give_plain_mode(tmp)  # safetensors writes 0600 files
             meta_path.write_text(json.dumps(meta))
             os.replace(tmp, tensors_path)  # written last: its presence means complete
             return batch

@@ -128,6 +128,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address-space limit of each scoring process in MiB (2048; 0: none)",
     )
     parser.add_argument(
+        "--scorer-decimal-rel-tol",
+        dest="scorer_decimal_rel_tol",
+        type=float,
+        default=S,
+        help="let a decimal answer match a fraction or constant within this relative difference "
+        "(e.g. 1e-5: 0.333333 = 1/3); default: exact (docs/scoring.md)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         default=S,

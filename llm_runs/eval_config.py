@@ -11,6 +11,7 @@ from gmc_grpo.configs import check_field_types, read_json_config
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
+from llm_runs.scoring import check_decimal_rel_tol
 
 DECODINGS: tuple[str, ...] = ("greedy", "sampled")
 # Prompts per engine call: one progress-bar step, and part of the sampling seed (chunk `i` of a
@@ -73,6 +74,10 @@ class EvalConfig:
     """wall-clock limit of one answer comparison (then counted incorrect)."""
     scorer_memory_mb: int = 2048
     """address-space limit of each scoring process."""
+    scorer_decimal_rel_tol: float | None = None
+    """None: a decimal answer equals a fraction or a constant only when it is exactly that value;
+    a number in (0, 1): also within that relative difference (`Scorer.decimal_rel_tol`,
+    docs/scoring.md)."""
     overwrite: bool = False
     """start from an empty run directory instead of resuming."""
 
@@ -151,6 +156,7 @@ class EvalConfig:
             raise ValueError(
                 f"EvalConfig.scorer_memory_mb must be >= 0, got {self.scorer_memory_mb}"
             )
+        check_decimal_rel_tol(self.scorer_decimal_rel_tol, "EvalConfig.scorer_decimal_rel_tol")
 
     def samples_for(self, benchmark: str) -> int:
         """Outputs per problem for sampled decoding of `benchmark` (`n` or Appendix B.1's)."""

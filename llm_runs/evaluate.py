@@ -36,6 +36,7 @@ from gmc_grpo.records import (
     read_run_config,
     to_json,
 )
+from gmc_grpo.runlock import locks_folder
 from llm_runs import prompts as prompt_lib
 from llm_runs.checkpoint import resolve_model
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
@@ -67,6 +68,7 @@ _RESUME_KEYS = (
     "batch_size",
     "seed",
     "dtype",
+    "scorer_decimal_rel_tol",  # a verdict policy: one evaluation keeps one
 )
 
 
@@ -378,6 +380,7 @@ def evaluate_one(
     return row, output_records(problems, samples, correct, prompt_truncated)
 
 
+@locks_folder(lambda arguments: arguments["config"].out)
 def run_eval(
     config: EvalConfig,
     *,
@@ -390,6 +393,8 @@ def run_eval(
     engine: an already built engine (tests pass a fake one); otherwise `engine_factory` builds one
         from the model directory, after the data has been loaded and checked.
     tokenizer: used to truncate prompts (default: the model directory's tokenizer).
+
+    Holds the lock of `config.out` throughout (`gmc_grpo.runlock`: a second writer is refused).
     """
     out = Path(config.out)
     model_dir, step = resolve_model(config.model, config.step)
@@ -426,6 +431,7 @@ def run_eval(
                     num_workers=config.scorer_workers,
                     timeout_s=config.scorer_timeout_s,
                     memory_mb=config.scorer_memory_mb,
+                    decimal_rel_tol=config.scorer_decimal_rel_tol,
                 ) as scorer:
                     for benchmark in config.benchmarks:
                         decodings = [d for b, d in todo if b == benchmark]

@@ -20,13 +20,15 @@ checkpoints themselves and the resolution of `--model RUN --step N` live in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from gmc_grpo.filemodes import give_plain_mode
 from llm_runs.config import TrainConfig
 from llm_runs.precision import Precision, resolve_precision, set_compute_dtype
 
@@ -169,7 +171,28 @@ def _build_initial_policy(
     model.save_pretrained(initial, safe_serialization=True)
     tokenizer.save_pretrained(initial)
     (initial / "warmup_losses.json").write_text(json.dumps(losses))
+    give_plain_mode(initial)  # save_pretrained writes model.safetensors as 0600
     return "initial_model"
+
+
+@contextmanager
+def transformers_progress(enabled: bool) -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") on or off for
+    the block (`--no-progress`); the previous setting is restored afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    if enabled:
+        hf_logging.enable_progress_bar()
+    else:
+        hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if before:
+            hf_logging.enable_progress_bar()
+        else:
+            hf_logging.disable_progress_bar()
 
 
 def load_policy(

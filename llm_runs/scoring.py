@@ -7,8 +7,14 @@ Model text is untrusted. The rules this module keeps:
   expressions only when they consist of digits and arithmetic operators).
 - Normalisation only rewrites what is provably equivalent (`rewrite_answer`, `compare_locally`):
   thousands separators only inside one number, `\\left(` only as a delimiter, units only after a
-  number and only when both answers agree on them. Agreement with hand labels on 226 answer pairs
-  in the styles of MATH, OlympiadBench, AMC and Minerva: `tests/llm_runs/data/answer_pairs.jsonl`.
+  number and only when both answers agree on them (`\\%` is a unit: `50\\%` equals `50`, not
+  `0.5`).
+- Numbers are compared exactly: a decimal equals a fraction or a constant only when it is exactly
+  that value (`exact_decimals` hands math-verify `0.333333` as `333333/1000000`, so its
+  6-place rounding never applies); `Scorer(decimal_rel_tol=...)` is the documented tolerance
+  option. docs/scoring.md states the policy and where it differs from math-verify's defaults.
+  Agreement with hand labels on 249 answer pairs in the styles of MATH, OlympiadBench, AMC and
+  Minerva: `tests/llm_runs/data/answer_pairs.jsonl`.
 - Every symbolic comparison runs in a worker process that can be killed: a per-item wall-clock
   timeout (the worker is killed and replaced, the item counts as incorrect) and an address-space
   limit (`RLIMIT_AS`) on each worker. math-verify's own `signal.alarm` timeouts are kept as a first,
@@ -191,6 +197,13 @@ _UNIT_TAIL = re.compile(
     + r")(?:\s*\^\s*\{?[23]\}?)?)\s*$"
 )
 _SPACE_RUNS = re.compile(r"\s+")
+# a trailing percent sign (or word): the answer's unit, "percent" (docs/scoring.md: `50\%` is 50
+# of the unit percent, equal to `50`, not to `0.5`)
+_PERCENT_TAIL = re.compile(
+    r"\s*(?:\\%|%|" + _WRAPPER + r"\{\s*(?:\\%|%|percent)\s*\}|\s(?:percent|per\s+cent))\s*$"
+)
+# a decimal literal in an answer (`0.333333`, `.5`); not right after `^`/`_` without braces
+_DECIMAL = re.compile(r"(?<![\w.\\^])(\d*)\.(\d+)(?![\d.])")
 
 
 def rewrite_answer(answer: str) -> str:
@@ -249,13 +262,16 @@ def split_unit(answer: str) -> tuple[str, str | None]:
     A unit is text in `\\text{}`/`\\mathrm{}`/`\\mbox{}` (with `/`, `\\cdot` and powers between:
     `\\mathrm{~m} / \\mathrm{s}`), or, after a space, a unit word of two letters or more
     (`cm`, `inches`, `square units`, ...); a digit string's base subscript (`1011_2`) counts as
-    the unit "base 2". The value must contain a digit and not end in an operator. The unit comes
+    the unit "base 2", a trailing `\\%` (or `percent`) as the unit "%". The value must contain a digit and not end in an operator. The unit comes
     back in a canonical spelling (`unit_key`). `answer` is rewritten (`rewrite_answer`) first.
     """
     s = rewrite_answer(answer)
     base = _BASE.match(s)
     if base:
         return base.group(1), f"base {int(base.group(2))}"
+    percent = _PERCENT_TAIL.search(s)
+    if percent is not None and _can_carry_unit(s[: percent.start()].rstrip()):
+        return s[: percent.start()].rstrip(), "%"
     match = _UNIT_TAIL.search(s)
     if match is None or match.start() == 0:
         return s, None
@@ -386,19 +402,49 @@ def _normalize_once(answer: str) -> str:
     return _canonical_spacing(_SPACE_RUNS.sub(" ", s).strip())
 
 
+def exact_decimals(answer: str) -> str:
+    """`answer` with every decimal literal written as the fraction it denotes (`0.333333` ->
+    `\\frac{333333}{1000000}`), so that math-verify compares it exactly: it reads a decimal as a
+    float and rounds both sides to 6 places (`0.333333` would equal `\\frac{1}{3}`, `3.1415926`
+    would equal `\\pi`). A literal right after `^` or `_` without braces is left as written."""
+
+    def fraction(match: re.Match[str]) -> str:
+        whole, digits = match.groups()
+        numerator = int((whole or "0") + digits)
+        return f"\\frac{{{numerator}}}{{1{'0' * len(digits)}}}"
+
+    return _DECIMAL.sub(fraction, answer)
+
+
+def is_decimal_number(answer: str) -> bool:
+    """Whether `answer` is one plain number written with a decimal point (`0.5`, `6.5e-27`,
+    `1.5 \\times 10^{8}`), the side a tolerance (`Scorer.decimal_rel_tol`) applies to."""
+    return numeric_value(answer) is not None and "." in rewrite_answer(answer)
+
+
 def compare_locally(prediction: str, reference: str) -> bool | tuple[str, str]:
     """Decide a pair by string rules where they suffice, else say what math-verify should compare.
 
-    Returns `True`/`False`, or `(reference_form, prediction_form)` for math-verify. Rules, in
-    order:
+    Returns `True`/`False`, or `(reference_form, prediction_form)` for math-verify, with every
+    decimal written as its exact fraction (`exact_decimals`). Rules, in order:
     1. a multiple-choice reference is matched by the predicted letter (`C`, `(C)`,
        `\\text{(C) }12`); a predicted `(C) 12` against a plain reference compares `12`;
     2. two different explicit units are different answers (`5 cm` vs `5 m`, `1011_2` vs
-       `1011_3`); a unit on one side only, or the same unit on both, is dropped (also a bare
-       `2 m` when the other side says `\\mathrm{m}`);
+       `1011_3`, `50\\%` vs `50 cm`); a unit on one side only, or the same unit on both, is dropped
+       (also a bare `2 m` when the other side says `\\mathrm{m}`; `50\\%` against `50` is `50`);
     3. equal `normalize_answer` forms are equal answers; two plain numbers are compared exactly
        (`numeric_value`).
+    docs/scoring.md states the whole policy.
     """
+    decided = _decide_locally(prediction, reference)
+    if isinstance(decided, bool):
+        return decided
+    reference_form, prediction_form = decided
+    return exact_decimals(reference_form), exact_decimals(prediction_form)
+
+
+def _decide_locally(prediction: str, reference: str) -> bool | tuple[str, str]:
+    """`compare_locally` before the decimals are made exact (the forms as the rules leave them)."""
     pred_letter, pred_value = split_choice(prediction)
     ref_letter, ref_value = split_choice(reference)
     if ref_letter is not None and pred_letter is not None:
@@ -537,8 +583,9 @@ class _Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, key: int, reference: str, prediction: str) -> None:
-        self.requests.send_bytes(json.dumps([key, reference, prediction]).encode("utf-8"))
+    def send(self, key: int, reference: str, prediction: str, tolerance: float | None) -> None:
+        message = [key, reference, prediction, tolerance]
+        self.requests.send_bytes(json.dumps(message).encode("utf-8"))
 
     def receive(self) -> tuple[int, bool]:
         key, verdict = json.loads(self.conn.recv_bytes())
@@ -575,6 +622,11 @@ class Scorer:
     timeout_s: wall-clock limit per symbolic comparison; past it the worker is killed and
         replaced and the item counts as incorrect.
     memory_mb: address-space limit (`RLIMIT_AS`) of each worker; 0 disables it.
+    decimal_rel_tol: None (default): a decimal equals a fraction or a constant only when it is
+        exactly that value (`0.5` = `\\frac{1}{2}`; `0.333333` != `\\frac{1}{3}`, `3.1415926` !=
+        `\\pi`). A number in (0, 1): a whole answer written as a decimal also matches a single
+        number within that relative difference, `|a - b| <= tol * max(|a|, |b|)` (e.g. 1e-5
+        accepts all three). Two plain decimals are always compared exactly (docs/scoring.md).
 
     Workers are separate Python processes (`python -m llm_runs.scoring_worker`), so a script
     needs no `if __name__ == "__main__":` guard, and they exit when this process dies. Use as a
@@ -586,7 +638,9 @@ class Scorer:
         num_workers: int | None = None,
         timeout_s: float = 5.0,
         memory_mb: int = 2048,
+        decimal_rel_tol: float | None = None,
     ) -> None:
+        check_decimal_rel_tol(decimal_rel_tol, "Scorer.decimal_rel_tol")
         if num_workers is not None and num_workers < 1:
             raise ValueError(f"Scorer.num_workers must be >= 1, got {num_workers}")
         if timeout_s <= 0:
@@ -596,6 +650,7 @@ class Scorer:
         self.num_workers = num_workers or max(1, os.cpu_count() or 1)
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
+        self.decimal_rel_tol = None if decimal_rel_tol is None else float(decimal_rel_tol)
         # math-verify's own alarm fires first (whole seconds, at least 1) for interruptible work.
         self._inner_timeout = max(1, int(self.timeout_s * 0.6))
         self._workers: list[_Worker] = []
@@ -643,7 +698,7 @@ class Scorer:
                 "must have the same length"
             )
         verdicts: list[bool] = [False] * len(completions)
-        pending: dict[tuple[str, str], list[int]] = {}
+        pending: dict[tuple[str, str, float | None], list[int]] = {}
         for index, (completion, reference) in enumerate(zip(completions, references, strict=True)):
             predicted = extract_last_boxed(completion)
             if not predicted:  # no complete box, or an empty one
@@ -654,7 +709,7 @@ class Scorer:
                 verdicts[index] = predicted.strip() == reference
                 self.stats.too_long += 1
                 continue
-            decided = compare_locally(predicted, reference)
+            decided = _decide_locally(predicted, reference)
             if isinstance(decided, bool):
                 verdicts[index] = decided
                 if decided:
@@ -662,7 +717,11 @@ class Scorer:
                 else:
                     self.stats.rule_rejected += 1
                 continue
-            pending.setdefault(decided, []).append(index)
+            reference_form, prediction_form = decided
+            decimal = is_decimal_number(reference_form) or is_decimal_number(prediction_form)
+            tolerance = self.decimal_rel_tol if decimal else None
+            pair = (exact_decimals(reference_form), exact_decimals(prediction_form), tolerance)
+            pending.setdefault(pair, []).append(index)
         if pending:
             results = self._verify_many(list(pending))
             for pair, verdict in zip(pending, results, strict=True):
@@ -670,8 +729,8 @@ class Scorer:
                     verdicts[index] = verdict
         return verdicts
 
-    def _verify_many(self, pairs: list[tuple[str, str]]) -> list[bool]:
-        """math-verify verdicts of `(reference, prediction)` pairs, in the pool."""
+    def _verify_many(self, pairs: list[tuple[str, str, float | None]]) -> list[bool]:
+        """math-verify verdicts of `(reference, prediction, tolerance)` triples, in the pool."""
         with self._lock:
             self._ensure_workers(min(self.num_workers, len(pairs)))
             results: list[bool] = [False] * len(pairs)
@@ -729,6 +788,17 @@ _DEFAULT: Scorer | None = None
 _DEFAULT_LOCK = threading.Lock()
 
 
+def check_decimal_rel_tol(value: float | None, field: str) -> None:
+    """Refuse a tolerance that is not None or a number in (0, 1) (`field` names the setting)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise ValueError(
+            f"{field}={value!r}: must be None (exact comparison) or a relative tolerance in "
+            "(0, 1), e.g. 1e-5"
+        )
+
+
 def default_scorer() -> Scorer:
     """The process-wide scorer used by `is_correct` (started on first use, closed at exit)."""
     global _DEFAULT
@@ -756,7 +826,13 @@ def score_batch(
     num_workers: int | None = None,
     timeout_s: float = 5.0,
     memory_mb: int = 2048,
+    decimal_rel_tol: float | None = None,
 ) -> list[bool]:
     """Score many completions with a fresh pool of `num_workers` processes (all cores default)."""
-    with Scorer(num_workers=num_workers, timeout_s=timeout_s, memory_mb=memory_mb) as scorer:
+    with Scorer(
+        num_workers=num_workers,
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        decimal_rel_tol=decimal_rel_tol,
+    ) as scorer:
         return scorer.score(completions, references)

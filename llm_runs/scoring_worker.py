@@ -9,7 +9,8 @@ fails in a script without an `if __name__ == "__main__":` guard). The two file d
 the ends of two pipes inherited from the parent; messages are length-prefixed JSON
 (`multiprocessing.connection.Connection.send_bytes`), never pickles:
 
-- request `[key, reference, prediction]` -> reply `[key, verdict]`; request `null` -> exit;
+- request `[key, reference, prediction, tolerance]` -> reply `[key, verdict]` (`tolerance`:
+  null, or the relative tolerance of `Scorer.decimal_rel_tol`); request `null` -> exit;
 - at start-up the worker sends `["ready", null]` or `["error", message]`.
 
 The worker exits when its parent dies: `PR_SET_PDEATHSIG` (Linux) has the kernel send it SIGKILL
@@ -68,8 +69,15 @@ def _limit_memory(memory_mb: int) -> None:
         pass
 
 
-def verify_equivalent(reference: str, prediction: str, inner_timeout: int) -> bool:
+def verify_equivalent(
+    reference: str, prediction: str, inner_timeout: int, tolerance: float | None = None
+) -> bool:
     """math-verify equivalence of two answers, gold (reference) first.
+
+    The parent hands decimals over as exact fractions (`llm_runs.scoring.exact_decimals`), so
+    math-verify's float rounding does not apply. `tolerance` (the parent sets it only when one
+    whole answer is a decimal): when they are not equal, two single real numbers within that
+    relative difference, `|a - b| <= tolerance * max(|a|, |b|)`, also count as equal.
 
     Both are wrapped in `\\boxed{}` so math-verify's extraction takes exactly them. math-verify's
     own unit stripping is switched off (`units=False`): its list holds single letters (`m`, `s`,
@@ -94,7 +102,24 @@ def verify_equivalent(reference: str, prediction: str, inner_timeout: int) -> bo
     )
     if not pred:
         return False
-    return bool(verify(gold, pred, timeout_seconds=inner_timeout))
+    if verify(gold, pred, timeout_seconds=inner_timeout):
+        return True
+    return tolerance is not None and numbers_within(gold[0], pred[0], tolerance)
+
+
+def numbers_within(gold: object, pred: object, tolerance: float) -> bool:
+    """Whether two parsed answers are single finite real numbers within `tolerance` (relative)."""
+    import sympy
+
+    if not isinstance(gold, sympy.Basic) or not isinstance(pred, sympy.Basic):
+        return False
+    try:
+        a, b = sympy.N(gold, 30), sympy.N(pred, 30)
+    except Exception:  # an expression sympy cannot evaluate
+        return False
+    if not (a.is_Number and b.is_Number and a.is_finite and b.is_finite):
+        return False  # a symbol, a tuple, a complex number, infinity
+    return bool(abs(a - b) <= sympy.Float(tolerance, 30) * max(abs(a), abs(b)))
 
 
 def _send(conn: Connection, message: object) -> None:
@@ -110,9 +135,10 @@ def serve(requests: Connection, replies: Connection, inner_timeout: int) -> None
             return
         if message is None:
             return
-        key, reference, prediction = message
+        key, reference, prediction, *rest = message
+        tolerance = float(rest[0]) if rest and rest[0] is not None else None
         try:
-            verdict = verify_equivalent(str(reference), str(prediction), inner_timeout)
+            verdict = verify_equivalent(str(reference), str(prediction), inner_timeout, tolerance)
         except BaseException:  # MemoryError, RecursionError, math-verify's TimeoutException, ...
             verdict = False
         try:

@@ -44,13 +44,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
+from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
 from gmc_grpo.stats import paired_difference, t_interval
 
 #: The paired comparisons of the analysis, `(a, b)` for `a - b`: the paper's ordering under delay
@@ -186,20 +186,21 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
     from llm_runs.train import train
 
     out = Path(values["out"])
-    summary_path = out / "summary.json"
-    if summary_path.is_file():
-        return json.loads(summary_path.read_text())
-    values = dict(values)
-    if ckpt.latest_checkpoint(out) is not None:
-        values["resume"] = True
-    elif out.exists():
-        shutil.rmtree(out)  # an unfinished run without a checkpoint: start it again
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return train(config_from_values(values), notice=lambda _text: None)
-    finally:
-        torch.set_num_threads(threads)
+    with run_lock(out):  # held across the check and the run (train() takes it again)
+        summary_path = out / "summary.json"
+        if summary_path.is_file():
+            return json.loads(summary_path.read_text())
+        values = dict(values)
+        if ckpt.latest_checkpoint(out) is not None:
+            values["resume"] = True
+        else:
+            clear_folder(out)  # an unfinished run without a checkpoint: start it again
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return train(config_from_values(values), notice=lambda _text: None)
+        finally:
+            torch.set_num_threads(threads)
 
 
 def _check_suite_file(config: SuiteConfig) -> None:
@@ -232,6 +233,7 @@ def _check_suite_file(config: SuiteConfig) -> None:
     )
 
 
+@locks_folder(lambda arguments: arguments["config"].out)
 def run_suite(
     config: SuiteConfig,
     *,
@@ -240,6 +242,8 @@ def run_suite(
     """Run every run of the suite (skipping finished ones), then analyse and write the summary.
 
     on_run(run, summary): called as each run finishes (in completion order).
+    Holds the suite folder's lock throughout, and each run holds its own folder's
+    (`gmc_grpo.runlock`: a second writer is refused).
     """
     runs = config.runs()
     for run in runs:

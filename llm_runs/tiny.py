@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from gmc_grpo.filemodes import give_plain_mode
+
 EOS_TOKEN = "<|endoftext|>"
 UNK_TOKEN = "<unk>"
 SPECIAL_TOKENS = (EOS_TOKEN, "<|im_start|>", "<|im_end|>", UNK_TOKEN)
@@ -143,6 +145,7 @@ def build_tiny_qwen3(
     (directory / "tiny_qwen3.json").write_text(
         json.dumps({"seed": seed, "builder": "llm_runs.tiny.build_tiny_qwen3"}, indent=2) + "\n"
     )
+    give_plain_mode(directory)  # save_pretrained writes model.safetensors as 0600
     return directory
 
 

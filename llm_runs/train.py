@@ -82,6 +82,7 @@ from gmc_grpo.records import (
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config
+from gmc_grpo.runlock import run_lock
 from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.staleness import (
     FixedDelaySchedule,
@@ -94,7 +95,13 @@ from llm_runs import checkpoint as ckpt
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
-from llm_runs.models import check_learner, initial_model_dir, load_policy, resolve_placement
+from llm_runs.models import (
+    check_learner,
+    initial_model_dir,
+    load_policy,
+    resolve_placement,
+    transformers_progress,
+)
 from llm_runs.rollouts import RewardFn, RolloutProducer, Task
 from llm_runs.sinks import MetricSinks
 
@@ -580,12 +587,17 @@ def train(
     notice: Callable[[str], None] | None = None,
     request: ResumeRequest | None = None,
 ) -> dict[str, Any]:
-    """Run one training job; return its summary (see `Trainer`)."""
-    trainer = Trainer(
-        config,
-        engine_factory=engine_factory,
-        reward_fn=reward_fn,
-        notice=notice,
-        request=request,
-    )
-    return trainer.run(on_step)
+    """Run one training job; return its summary (see `Trainer`).
+
+    Holds the lock of `config.out` throughout (`gmc_grpo.runlock`: a second writer is refused);
+    with `config.progress` off, transformers' own bars (loading, writing weights) are off too.
+    """
+    with run_lock(config.out), transformers_progress(config.progress):
+        trainer = Trainer(
+            config,
+            engine_factory=engine_factory,
+            reward_fn=reward_fn,
+            notice=notice,
+            request=request,
+        )
+        return trainer.run(on_step)

@@ -29,14 +29,15 @@ OUT/config.json, OUT/metrics.jsonl (one row per update), OUT/evals.jsonl, OUT/ch
 OUT/summary.json. Values come from a recipe (llm_runs/configs/*.json) and/or a JSON config file;
 flags override both."""
 
-EPILOG = """examples:
+# raw: the `\` of the examples are shell line continuations, printed as written
+EPILOG = r"""examples:
   gmc-grpo llm train --recipe tiny                       # CPU demonstration, minutes
   gmc-grpo llm train --recipe tiny_delay --run gmc       # tiny model under delay 16
   gmc-grpo llm train --recipe tiny_delay --seeds 0,1,2,3 --methods grpo,tic,gmc \
       --out runs/tiny_suite                              # a suite: one run per (method, seed)
   gmc-grpo llm train --recipe tiny --schedule workers --workers 24 \
       --generation-time length_proportional            # groups with their own lags
-  gmc-grpo llm train --recipe fixed_delay_qwen3_1p7b --run gmc_d128 \\
+  gmc-grpo llm train --recipe fixed_delay_qwen3_1p7b --run gmc_d128 \
       --model models/Qwen3-1.7B-Base --data-dir data/ --out runs/gmc_d128
   gmc-grpo llm train --out runs/gmc_d128 --resume ...    # continue from the newest checkpoint
   gmc-grpo llm train --out runs/gmc_d128 --extend-to 1200 ...  # train a finished run further

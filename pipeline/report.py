@@ -1,4 +1,5 @@
-"""The reproduction report: `REPORT.md` (GitHub renders it) and a self-contained `REPORT.html`.
+"""The reproduction report: `REPORT.md` (GitHub renders it) and a self-contained `REPORT.html`
+(`gmc-grpo reproduce` inlines its images with `pipeline.report_images.embed_images`).
 
 `render_markdown_report(title, intro, sections)` assembles the Markdown of `REPORT.md`;
 `markdown_to_html(text)` turns any such Markdown into one HTML page: Markdown by `mistune` (a

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.errors import run_reported
+from gmc_grpo.plugins import PluginImportError
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from gmc_grpo.runlock import run_lock
 from pipeline.headlines import claims_headline
 from pipeline.llm_stage import llm_suite_settings
 from toy_mdps.jobs import machine_jobs
@@ -238,6 +240,8 @@ def run_stage(
     try:
         result = _resolve(stage.runner)(stage_dir)
         record = {"status": "ok", **result}
+    except PluginImportError:  # bad input of the whole command (GMC_GRPO_METHODS): stop
+        raise
     except Exception as error:  # report the failure, keep going with the other stages
         record = {
             "status": "failed",
@@ -258,8 +262,10 @@ def run_stage(
 
 def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     """`REPORT.md` (and `REPORT.html`, see `pipeline.report`): stage table with times and links,
-    then each stage's section."""
+    then each stage's section. `REPORT.md` links its images; `REPORT.html` holds them (data
+    URIs, `pipeline.report_images`), so it can be copied alone."""
     from pipeline.report import markdown_to_html, render_markdown_report, slugify
+    from pipeline.report_images import embed_images
 
     env = environment_info()
     lines = [
@@ -279,7 +285,10 @@ def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     text = render_markdown_report("gmc-grpo reproduction report", "\n".join(lines), sections)
     report = out / "REPORT.md"
     atomic_write_text(report, text)
-    atomic_write_text(out / "REPORT.html", markdown_to_html(text))
+    page, missing = embed_images(markdown_to_html(text), out)  # one file: images inlined
+    for source in missing:
+        print(f"[reproduce] REPORT.html: no image file {source} (left as a link)", flush=True)
+    atomic_write_text(out / "REPORT.html", page)
     return report
 
 
@@ -310,10 +319,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     """Run the stages `args` asks for and write the report; returns the exit status."""
+    from gmc_grpo.methods import method_names
+
+    method_names()  # every stage uses the registry: a bad GMC_GRPO_METHODS module stops here
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file: choose a folder for the results")
-    out.mkdir(parents=True, exist_ok=True)
+    with run_lock(out):  # one `reproduce` per folder (`gmc_grpo.runlock`)
+        return _run_stages(args, out)
+
+
+def _run_stages(args: argparse.Namespace, out: Path) -> int:
+    """Run the stages into `out` (whose lock the caller holds) and write the report."""
     records = []
     for stage in STAGES:
         if args.only and stage.name not in args.only:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from gmc_grpo.records import atomic_write_json, read_json
+from gmc_grpo.runlock import run_lock
 
 # an experiment with more tracked runs than this gets no bound-tracking figures (its table is in
 # `gmc-grpo theory --runs`; `figures.bound_tracking.plot_bound_tracking` draws any run on demand)
@@ -23,8 +24,13 @@ MAX_BOUND_FIGURES = 12
 
 def draw_figures(kind: str, run_dir: str | Path) -> list[Path]:
     """Draw the figures of a finished sweep (`kind="sweep"`) or experiment (`"experiment"`)
-    into `run_dir/figures/`, record them in its `summary.json` and return their paths."""
-    run_dir = Path(run_dir)
+    into `run_dir/figures/`, record them in its `summary.json` and return their paths. Holds
+    `run_dir`'s lock (`gmc_grpo.runlock`; re-entrant: the toy commands hold it already)."""
+    with run_lock(run_dir):
+        return _draw_figures(kind, Path(run_dir))
+
+
+def _draw_figures(kind: str, run_dir: Path) -> list[Path]:
     if kind == "sweep":
         from figures.toy_bias import load_sweep
         from figures.writers import write_sweep_figures

@@ -187,3 +187,117 @@ def test_soft_gmc_from_the_command_line(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 8 and all(r["ratio/removed_mass"] > 0 for r in rows)
+
+
+# -- plugin modules that fail to import (issue 26): shown as such, at the first use, in every CLI
+
+BAD_PLUGIN_CASES = [
+    ("toy-train", ["toy", "train", "--method", "gmc", "--steps", "3", "--out", "{tmp}/run"]),
+    ("toy-sweep", ["toy", "sweep", "--quick", "--out", "{tmp}/run", "--no-progress"]),
+    ("llm-train", ["llm", "train", "--recipe", "tiny", "--out", "{tmp}/run", "--no-progress"]),
+    ("llm-suite", ["llm", "train", "--recipe", "tiny", "--seeds", "0,1", "--out", "{tmp}/run"]),
+    ("figures", ["figures", "{tmp}/runs", "--out", "{tmp}/run"]),
+    ("reproduce", ["reproduce", "--out", "{tmp}/run", "--only", "toy_sweep"]),
+]
+
+
+@pytest.fixture
+def toy_run_root(tmp_path):
+    """A folder with one finished toy run (what `figures` draws with the method registry)."""
+    from gmc_grpo.plugins import reset_plugins
+    from pipeline import cli
+
+    reset_plugins("GMC_GRPO_METHODS")
+    argv = ["toy", "train", "--method", "gmc", "--delay", "1", "--steps", "3", "--num-prompts",
+            "2", "--max-length", "3", "--out", str(tmp_path / "runs" / "toy"), "--no-progress"]  # fmt: skip
+    assert cli.main(argv) == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "argv", [c[1] for c in BAD_PLUGIN_CASES], ids=[c[0] for c in BAD_PLUGIN_CASES]
+)
+@pytest.mark.parametrize(
+    ("module", "source", "shown"),
+    [
+        ("no.such.mod", None, "ModuleNotFoundError: No module named 'no'"),
+        ("broken_plugin", "raise ValueError('boom')\n", "ValueError: boom"),
+    ],
+    ids=["missing", "raises"],
+)
+def test_a_plugin_that_fails_to_import_is_named_with_its_error(
+    argv, module, source, shown, toy_run_root, monkeypatch, capsys
+):  # fmt: skip
+    from gmc_grpo.plugins import reset_plugins
+    from pipeline import cli
+
+    tmp = toy_run_root
+    if source is not None:
+        (tmp / f"{module}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(tmp))
+    monkeypatch.setenv("GMC_GRPO_METHODS", module)
+    reset_plugins("GMC_GRPO_METHODS")
+    capsys.readouterr()
+    try:
+        code = cli.main([w.format(tmp=tmp) for w in argv])
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert code == 2 and len(lines) == 1, lines
+        assert f"GMC_GRPO_METHODS names the module {module!r}, which cannot be imported" in lines[0]
+        assert shown in lines[0] and "must be a registered method" not in lines[0]
+        assert not (tmp / "run").exists()  # stopped before anything was written
+        from gmc_grpo.methods import get_method
+        from gmc_grpo.plugins import PluginImportError
+
+        with pytest.raises(PluginImportError, match=shown):  # and at every later look-up
+            get_method("gmc")
+    finally:
+        monkeypatch.delenv("GMC_GRPO_METHODS")
+        reset_plugins("GMC_GRPO_METHODS")
+
+
+PLUGIN = (
+    "import dataclasses\n"
+    "from gmc_grpo.methods import get_method, register_method\n"
+    "register_method(dataclasses.replace(get_method('gmc'), name='my_gmc', label='my GMC'),"
+    " replace=True)\n"
+)
+# what the `gmc-grpo` console script runs: its own folder, not the current one, on sys.path
+LAUNCHER = "import sys\nfrom pipeline.cli import main\nsys.exit(main())\n"
+TOY_ARGS = ["toy", "train", "--delay", "1", "--steps", "3", "--num-prompts", "2", "--max-length",
+            "3", "--seeds", "0", "--no-progress"]  # fmt: skip
+
+
+def _launch(tmp_path, cwd, module, argv):
+    launcher = tmp_path / "bin" / "gmc_grpo_launcher.py"
+    launcher.parent.mkdir(exist_ok=True)
+    launcher.write_text(LAUNCHER)
+    env = {**os.environ, "GMC_GRPO_METHODS": module, "PYTHONPATH": str(ROOT)}
+    env.pop("GMC_GRPO_TRACEBACK", None)
+    return subprocess.run(
+        [sys.executable, str(launcher), *argv], cwd=cwd, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def test_plugins_outside_the_repository_root(tmp_path):
+    """Run as the console script runs (the current folder not on sys.path), outside the
+    repository: the README's soft-GMC example works with the repository on PYTHONPATH; a user's
+    module is found in the folder the command runs from, and named with its error elsewhere."""
+    done = _launch(tmp_path, tmp_path, "examples.soft_gmc",
+                   [*TOY_ARGS, "--method", "soft_gmc", "--out", str(tmp_path / "soft")])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(read_jsonl(tmp_path / "soft" / "metrics.jsonl")) == 3
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "my_plugin.py").write_text(PLUGIN)
+    done = _launch(tmp_path, plugins, "my_plugin",
+                   [*TOY_ARGS, "--method", "my_gmc", "--out", str(tmp_path / "mine")])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(read_jsonl(tmp_path / "mine" / "metrics.jsonl")) == 3
+    done = _launch(tmp_path, tmp_path, "my_plugin",
+                   [*TOY_ARGS, "--method", "my_gmc", "--out", str(tmp_path / "elsewhere")])  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert "GMC_GRPO_METHODS names the module 'my_plugin', which cannot be imported" in lines[0]
+    assert "ModuleNotFoundError" in lines[0] and str(tmp_path) in lines[0]
+    assert not (tmp_path / "elsewhere").exists()

@@ -170,13 +170,48 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
+def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: list) -> None:
+    """The plots, `claims.json`, `claims.md` (and `bounds.*` with `--runs`) into `out`; their
+    paths go into `payload["files"]`."""
+    from theory.claims import claims_markdown
+    from theory.plots import write_plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = write_plots(out)
+    claims_path, md_path = out / "claims.json", out / "claims.md"
+    _write(claims_path, json.dumps(payload, indent=2) + "\n")
+    _write(md_path, claims_markdown(rows))
+    payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
+    if measured:
+        from theory.measured_report import bounds_markdown
+
+        bounds_json, bounds_md = out / "bounds.json", out / "bounds.md"
+        _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
+        _write(bounds_md, bounds_markdown(measured))
+        payload["files"] += [str(bounds_json), str(bounds_md)]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
     if any(e <= 0 for e in args.eps):
         print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
-    from theory.claims import claims_markdown, evaluate_claims, needs_runs, summary_by_section
+    if args.out is None:
+        return _run(args)
+    from gmc_grpo.runlock import RunLockedError, run_lock
+
+    try:
+        with run_lock(args.out):  # one writer per folder (`gmc_grpo.runlock`)
+            return _run(args)
+    except RunLockedError as error:
+        print(f"gmc-grpo theory: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Compute the claims table (and `--runs`' bounds), print it, write `--out`'s files."""
+    from theory.claims import evaluate_claims, needs_runs, summary_by_section
 
     evidence = None
     if args.runs is not None:
@@ -220,21 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             {k: v for k, v in r.as_dict().items() if k != "series"} for r in measured
         ]
     if args.out is not None:
-        from theory.plots import write_plots
-
-        args.out.mkdir(parents=True, exist_ok=True)
-        written = write_plots(args.out)
-        claims_path, md_path = args.out / "claims.json", args.out / "claims.md"
-        _write(claims_path, json.dumps(payload, indent=2) + "\n")
-        _write(md_path, claims_markdown(rows))
-        payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
-        if measured:
-            from theory.measured_report import bounds_markdown
-
-            bounds_json, bounds_md = args.out / "bounds.json", args.out / "bounds.md"
-            _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
-            _write(bounds_md, bounds_markdown(measured))
-            payload["files"] += [str(bounds_json), str(bounds_md)]
+        _write_outputs(args.out, payload, rows, measured)
     if args.json:
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:

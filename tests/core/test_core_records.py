@@ -3,6 +3,9 @@ non-finite values, the history of run segments and the record schema."""
 
 import json
 import math
+import os
+import stat
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -252,3 +255,63 @@ def test_a_fresh_run_refuses_a_folder_with_records(tmp_path):
         RunWriter.fresh(tmp_path / "done", {})
     with pytest.raises(FileNotFoundError, match="no run to resume"):
         RunWriter.resume(tmp_path / "nothing", {})
+
+
+# -- file modes (issue 26): what a plain open would give under the umask, not mkstemp's 0600
+
+
+@contextmanager
+def _umask(mask: int):
+    previous = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.mark.parametrize(("mask", "want"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_records_get_the_mode_of_a_plain_open(tmp_path, mask, want):
+    from gmc_grpo.checkpoints import save_step_folder, write_state
+    from gmc_grpo.filemodes import current_umask, plain_mode
+
+    with _umask(mask):
+        assert current_umask() == mask and plain_mode() == want
+        run = tmp_path / "run"
+        with RunWriter.fresh(run, _Config()) as writer:
+            writer.log_metrics({"step": 0})
+            writer.log_metrics({"step": 1})
+            writer.write_summary({"done": True})
+        with RunWriter.resume(run, _Config(), keep_steps_below=1) as writer:  # rewrites the rows
+            writer.log_metrics({"step": 1})
+        atomic_write_json(tmp_path / "plain.json", {"a": 1})
+        folder = save_step_folder(run, 1, lambda tmp: write_state(tmp, {"x": [1.0]}), keep=1)
+        write_state(tmp_path / "state", {"y": 2})
+        with open(tmp_path / "reference.txt", "w") as handle:  # what a plain open gives
+            handle.write("x")
+    files = [
+        run / "config.json",
+        run / "metrics.jsonl",
+        run / "summary.json",
+        tmp_path / "plain.json",
+        folder / "state.safetensors",
+        folder / "state.json",
+        tmp_path / "state" / "state.safetensors",
+        tmp_path / "reference.txt",
+    ]
+    assert {str(p.relative_to(tmp_path)): oct(_mode(p)) for p in files} == {
+        str(p.relative_to(tmp_path)): oct(want) for p in files
+    }
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_a_rewritten_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "summary.json"
+    atomic_write_json(path, {"a": 1})
+    os.chmod(path, 0o640)  # set by its owner
+    with _umask(0o077):
+        atomic_write_json(path, {"a": 2})  # a plain open("w") keeps the mode too
+    assert _mode(path) == 0o640 and read_json(path) == {"a": 2}

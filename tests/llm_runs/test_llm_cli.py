@@ -89,3 +89,21 @@ def test_shipped_eval_recipe_is_the_paper_protocol(tmp_path) -> None:
     recipe = Path(__file__).resolve().parents[2] / "llm_runs" / "configs" / "eval_b1.toml"
     cfg = EvalConfig(model="m", out="o", **read_config_file(recipe))
     assert cfg == EvalConfig(model="m", out="o", engine="vllm", dtype="bfloat16")
+
+
+def test_no_progress_silences_transformers_bars() -> None:
+    """`--no-progress` (TrainConfig.progress False) turns transformers' own bars ("Loading
+    weights", "Writing model shards") off for the run and restores the setting afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from llm_runs.models import transformers_progress
+
+    before = hf_logging.is_progress_bar_enabled()
+    with transformers_progress(False):
+        assert not hf_logging.is_progress_bar_enabled()
+        bar = hf_logging.tqdm(range(3), desc="Loading weights")
+        assert type(bar).__name__ == "EmptyTqdm"  # transformers' silent stand-in
+        with transformers_progress(True):
+            assert hf_logging.is_progress_bar_enabled()
+        assert not hf_logging.is_progress_bar_enabled()
+    assert hf_logging.is_progress_bar_enabled() == before

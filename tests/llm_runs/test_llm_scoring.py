@@ -24,8 +24,10 @@ from llm_runs.scoring import (  # noqa: E402
     MAX_ANSWER_CHARS,
     Scorer,
     compare_locally,
+    exact_decimals,
     extract_last_boxed,
     is_correct,
+    is_decimal_number,
     normalize_answer,
     score_batch,
     split_choice,
@@ -98,7 +100,7 @@ def test_extract_never_raises_and_returns_balanced_content(text: str) -> None:
         ("30^\\circ", "30"),
         ("30^{\\circ}, 60^\\circ", "30, 60"),
         ("\\cos 60^\\circ", "\\cos 60^\\circ"),  # removing it would change the value
-        ("50\\%", "50\\%"),  # left to math-verify (50% = 0.5)
+        ("50\\%", "50\\%"),  # a unit, dropped by compare_locally against a bare number
         ("\\text{(C)}", "C"),
         ("\\textbf{(C)}", "C"),
         ("(b)", "(b)"),  # lower case is a variable, not a choice
@@ -145,10 +147,34 @@ def test_normalize_answer_is_idempotent_and_never_raises(raw: str) -> None:
         ("0.00083", "8.3 \\times 10^{-4}", True),
         ("1, 2", "12", ("12", "1, 2")),  # left to math-verify, never merged
         ("2", "2m", ("2m", "2")),  # `m` may be a variable: not a unit
+        # percent is a unit (docs/scoring.md): 50 of it is 50, not 0.5
+        ("50\\%", "50", True),
+        ("50", "50\\%", True),
+        ("50\\%", "0.5", False),
+        ("0.5", "50\\%", False),
+        ("25 percent", "25\\%", True),
+        ("50\\%", "50 \\text{ cm}", False),  # two different units
+        ("12.5\\%", "\\frac{25}{2}", ("\\frac{25}{2}", "\\frac{125}{10}")),
+        # decimals go to math-verify as the fractions they are, never as floats it rounds
+        ("0.333333", "\\frac{1}{3}", ("\\frac{1}{3}", "\\frac{333333}{1000000}")),
+        ("3.1415926", "\\pi", ("\\pi", "\\frac{31415926}{10000000}")),
+        (".5x", "\\frac{x}{2}", ("\\frac{x}{2}", "\\frac{5}{10}x")),
+        ("x^0.5", "\\sqrt{x}", ("\\sqrt{x}", "x^0.5")),  # unbraced exponent: left as written
     ],
 )
 def test_compare_locally(prediction: str, reference: str, expected: object) -> None:
     assert compare_locally(prediction, reference) == expected
+
+
+def test_exact_decimals_and_decimal_numbers() -> None:
+    assert exact_decimals("(0.5, 1.25)") == "(\\frac{5}{10}, \\frac{125}{100})"
+    assert exact_decimals("10^{-0.5}") == "10^{-\\frac{5}{10}}"
+    assert exact_decimals("1.2.3") == "1.2.3"  # not a number
+    assert exact_decimals("x_1.5") == "x_1.5"
+    assert is_decimal_number("0.5") and is_decimal_number("6.5e-27")
+    assert is_decimal_number("1.5 \\times 10^{8}")
+    assert not is_decimal_number("3") and not is_decimal_number("\\frac{1}{2}")
+    assert not is_decimal_number("0.5x")
 
 
 def test_split_unit_and_choice() -> None:
@@ -162,6 +188,9 @@ def test_split_unit_and_choice() -> None:
     assert split_choice("\\text{(E)}") == ("E", "")
     assert split_choice("(A) \\frac{1}{2}") == ("A", "\\frac{1}{2}")
     assert split_choice("(F)") == (None, "(F)")
+    assert split_unit("50\\%") == ("50", "%")
+    assert split_unit("12.5 percent") == ("12.5", "%")
+    assert split_unit("\\%") == ("\\%", None)  # no number: not a unit
 
 
 # ---------------------------------------------------------------- the tricky-case table
@@ -179,6 +208,12 @@ TRICKY_CASES = [
     ("\\boxed{0.5}", "\\frac{1}{2}", True),
     ("\\boxed{\\frac12}", "0.5", True),
     ("\\boxed{0.51}", "\\frac{1}{2}", False),
+    ("\\boxed{0.333333}", "\\frac{1}{3}", False),  # exact by default (docs/scoring.md)
+    ("\\boxed{3.1415926}", "\\pi", False),
+    ("\\boxed{1.4142136}", "\\sqrt{2}", False),
+    ("\\boxed{0.125}", "\\frac{1}{8}", True),
+    ("\\boxed{50\\%}", "0.5", False),
+    ("\\boxed{50\\%}", "50", True),
     ("\\boxed{1,000}", "1000", True),
     ("\\boxed{1000}", "1,000", True),
     ("\\boxed{1,500}", "1500", True),
@@ -216,6 +251,26 @@ def test_tricky_case_table(scorer: Scorer) -> None:
     verdicts = scorer.score(completions, references)
     wrong = [(c, r, e) for (c, r, e), v in zip(TRICKY_CASES, verdicts, strict=True) if v is not e]
     assert not wrong, f"scorer disagrees with the table on {wrong}"
+
+
+def test_decimal_tolerance_is_an_option() -> None:
+    pairs = [
+        ("\\boxed{0.333333}", "\\frac{1}{3}", True),
+        ("\\boxed{3.1415926}", "\\pi", True),
+        ("\\boxed{1.4142136}", "\\sqrt{2}", True),
+        ("\\boxed{\\frac{1}{3}}", "0.333333", True),  # either side may be the decimal
+        ("\\boxed{0.33}", "\\frac{1}{3}", False),  # relative difference 1e-2 > 1e-5
+        ("\\boxed{0.333334}", "0.333333", False),  # two decimals: always exact
+        ("\\boxed{3}", "\\pi", False),  # an integer is not a decimal
+        ("\\boxed{50\\%}", "0.5", False),  # the percent rule does not change
+        ("\\boxed{(0.5, 0.33)}", "(\\frac12, \\frac13)", False),  # single numbers only
+    ]
+    with Scorer(num_workers=1, timeout_s=10.0, decimal_rel_tol=1e-5) as tolerant:
+        verdicts = tolerant.score([c for c, _, _ in pairs], [r for _, r, _ in pairs])
+    assert verdicts == [want for _, _, want in pairs]
+    for bad in (0, 1, -1e-3, float("nan"), float("inf"), "1e-5", True):
+        with pytest.raises(ValueError, match="decimal_rel_tol"):
+            Scorer(decimal_rel_tol=bad)
 
 
 def test_is_correct_single_calls() -> None:

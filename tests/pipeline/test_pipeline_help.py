@@ -117,3 +117,23 @@ def test_the_delay_flag_says_its_unit() -> None:
     parser = build_subparser("train")[0]
     (delay,) = [a for a in parser._actions if "--delay" in a.option_strings]
     assert "learner updates" in delay.help and "inner_steps" in delay.help
+
+
+def test_example_commands_keep_their_line_continuations() -> None:
+    """An example that goes on over lines ends each of them with ` \\` in the printed help (a
+    `\\` at the end of a line of a plain string literal vanishes, joining the two lines)."""
+    pages = {"gmc-grpo": cli.build_parser().format_help()}
+    pages.update({name: parser.format_help() for name, parser in parsers().items()})
+    continued = 0
+    for name, text in pages.items():
+        lines = text.splitlines()
+        for line, after in zip(lines, lines[1:], strict=False):
+            command = line.split("#")[0]
+            if line.lstrip().startswith("gmc-grpo ") and after.lstrip().startswith("--"):
+                assert command.rstrip().endswith(" \\"), f"{name}: {line!r} loses its `\\`"
+                continued += 1
+            # two flags far apart on one line: a continuation swallowed
+            assert not re.search(r"\S {4,}--\w", command.strip()), f"{name}: {line!r}"
+    assert continued >= 4  # llm train (3) and llm eval (1) have continued examples
+    train = pages["llm train"]
+    assert "--methods grpo,tic,gmc \\\n      --out runs/tiny_suite" in train

@@ -8,6 +8,7 @@ in it and a screenshot saved (skipped otherwise).
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import struct
@@ -220,15 +221,19 @@ def test_report_nests_stage_headings_and_makes_table_math_safe() -> None:
     assert page.cells == [("th", False), ("th", False), ("td", False), ("td", True)]
 
 
-def _png(path: Path, width: int = 4, height: int = 3) -> Path:
-    """A tiny valid PNG (grey), written without any imaging library."""
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
+def _png(
+    path: Path, width: int = 4, height: int = 3, rgb: tuple[int, int, int] | None = None
+) -> Path:
+    """A valid PNG of one colour (grey, or `rgb`), written without any imaging library."""
+    pixel, colour_type = (b"\x80", 0) if rgb is None else (bytes(rgb), 2)
+    raw = b"".join(b"\x00" + pixel * width for _ in range(height))
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data
         return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(
         b"\x89PNG\r\n\x1a\n"
         + chunk(b"IHDR", header)
@@ -319,9 +324,11 @@ def test_small_report_reads_as_a_user_sees_it(small_report: Path) -> None:
     td = [has_math for tag, has_math in page.cells if tag == "td"]
     assert sum(td) >= 5 * 2 + 2  # claims (claim, derived) and the two bounds
 
-    # images resolve to files next to the report
-    assert page.images == ["claims/bound.png"]
-    assert all((small_report / src).is_file() for src in page.images)
+    # images: REPORT.md links the file next to it, REPORT.html holds its bytes
+    assert (
+        "![a bound](claims/bound.png)" in markdown and (small_report / "claims/bound.png").is_file()
+    )
+    assert len(page.images) == 1 and page.images[0].startswith("data:image/png;base64,")
 
     # headings anchored; the table of contents and the stage table link to them
     assert all(anchor for _, anchor in page.headings)
@@ -360,10 +367,71 @@ def _chromium() -> str | None:
     return None
 
 
+def _figure_stage(out_dir: Path) -> dict[str, object]:
+    _png(out_dir / "figures" / "red.png", 80, 60, (255, 0, 0))
+    _png(out_dir / "figures" / "blue.png", 40, 30, (0, 0, 255))
+    markdown = (
+        f"![red]({out_dir.name}/figures/red.png)\n\n![blue]({out_dir.name}/figures/blue.png)\n"
+    )
+    return {"headline": "two figures", "markdown": markdown}
+
+
+@pytest.fixture
+def figure_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    stage = reproduce.Stage("figs", "Figures", f"{__name__}:_figure_stage")
+    monkeypatch.setattr(reproduce, "STAGES", (stage,))
+    assert reproduce.main(["--out", str(tmp_path / "results")]) == 0
+    return tmp_path / "results"
+
+
+def test_the_html_report_is_one_file(figure_report: Path, tmp_path: Path) -> None:
+    """REPORT.html copied alone into an empty folder still holds every image; REPORT.md keeps
+    its relative links (Markdown readers want the files)."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(figure_report / "REPORT.html", alone / "REPORT.html")
+    page = parse((alone / "REPORT.html").read_text())
+    assert len(page.images) == 2
+    for source, name in zip(page.images, ("red", "blue"), strict=True):
+        prefix = "data:image/png;base64,"
+        assert source.startswith(prefix), source[:80]
+        original = (figure_report / "figs" / "figures" / f"{name}.png").read_bytes()
+        assert base64.b64decode(source[len(prefix) :]) == original
+    assert not [link for link in page.links if not link.startswith(("#", "data:"))]
+    markdown = (figure_report / "REPORT.md").read_text()
+    assert "![red](figs/figures/red.png)" in markdown and "base64" not in markdown
+
+
+@pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed")
+def test_the_copied_html_report_shows_its_images_in_chromium(
+    figure_report: Path, tmp_path: Path
+) -> None:
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(figure_report / "REPORT.html", alone / "REPORT.html")
+    shot = _screenshot(alone / "REPORT.html", tmp_path)
+    from PIL import Image
+
+    pixels = list(Image.open(shot).convert("RGB").getdata())
+    assert pixels.count((255, 0, 0)) >= 0.9 * 80 * 60  # the red figure is drawn
+    assert pixels.count((0, 0, 255)) >= 0.9 * 40 * 30  # and the blue one
+
+
 @pytest.mark.skipif(_chromium() is None, reason="headless Chromium is not installed")
 def test_report_opens_in_headless_chromium(small_report: Path, tmp_path: Path) -> None:
     """The page as a browser draws it: a screenshot of REPORT.html (kept in the test's folder)."""
-    shot = small_report / "REPORT.png"
+    shot = _screenshot(small_report / "REPORT.html", tmp_path)
+    from PIL import Image
+
+    image = Image.open(shot).convert("L")
+    assert image.size == (1280, 1600)
+    lo, hi = image.getextrema()
+    assert hi - lo > 100  # text drawn on the page, not a blank or an error page
+
+
+def _screenshot(page: Path, tmp_path: Path) -> Path:
+    """A headless Chromium screenshot (1280 x 1600) of `page`, next to it."""
+    shot = page.with_suffix(".png")
     command = [
         str(_chromium()),
         "--headless",
@@ -376,13 +444,8 @@ def test_report_opens_in_headless_chromium(small_report: Path, tmp_path: Path) -
         f"--user-data-dir={tmp_path / 'profile'}",
         "--window-size=1280,1600",
         f"--screenshot={shot}",
-        (small_report / "REPORT.html").resolve().as_uri(),
+        page.resolve().as_uri(),
     ]
     subprocess.run(command, capture_output=True, timeout=120, check=False)
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
-    from PIL import Image
-
-    image = Image.open(shot).convert("L")
-    assert image.size == (1280, 1600)
-    lo, hi = image.getextrema()
-    assert hi - lo > 100  # text drawn on the page, not a blank or an error page
+    return shot

@@ -111,14 +111,16 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     from gmc_grpo.records import read_json
+    from gmc_grpo.runlock import run_lock
     from toy_mdps.sweep.run import run_sweep
 
-    run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs)
-    if draw_figures is not None and config.figures:
-        if not args.no_progress:
-            print(f"drawing the figures into {out}/figures (PNG and PDF) ...", file=sys.stderr)
-        draw_figures("sweep", out)
-    summary = read_json(out / "summary.json")
+    with run_lock(out):  # one writer: held across the sweep and its figures
+        run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs)
+        if draw_figures is not None and config.figures:
+            if not args.no_progress:
+                print(f"drawing the figures into {out}/figures (PNG and PDF) ...", file=sys.stderr)
+            draw_figures("sweep", out)
+        summary = read_json(out / "summary.json")
     print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_rows']} rows)")
     for name, claim in summary["claims"].items():
         if "fraction" in claim:

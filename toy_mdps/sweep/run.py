@@ -36,6 +36,7 @@ from gmc_grpo.records import (
     read_run_config,
 )
 from gmc_grpo.resume import ResumeConfigError, config_differences
+from gmc_grpo.runlock import locks_folder
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
 from toy_mdps.exact import (
     coverage_constant,
@@ -392,6 +393,7 @@ def _cells(todo: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return cells
 
 
+@locks_folder("run_dir")
 def run_sweep(
     config: SweepConfig,
     run_dir: str | Path,
@@ -408,6 +410,7 @@ def run_sweep(
     config is refused too.
     `jobs > 1` computes that many grid cells at once in worker processes (one torch thread
     each); the rows are written in grid order and equal those of `jobs=1` with one thread.
+    Holds `run_dir`'s lock throughout (`gmc_grpo.runlock`: a second writer is refused).
     """
     from tqdm import tqdm
 

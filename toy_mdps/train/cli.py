@@ -248,19 +248,21 @@ def _run_experiments(
     configs: list, args: argparse.Namespace, draw_figures: DrawFigures | None
 ) -> int:
     """Run each experiment into `<out>/<name>/` and print its orderings."""
+    from gmc_grpo.runlock import run_lock
     from toy_mdps.train.run import run_experiment
 
     _set_threads(args)
     root = args.out or Path("runs") / "toy_train"
     for config in configs:
         out = root / config.name
-        summary = run_experiment(
-            config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs
-        )
-        if draw_figures is not None and config.figures and not args.no_figures:
-            if not args.no_progress:
-                print(f"drawing the figures of {out} ...", flush=True)
-            draw_figures("experiment", out)
+        with run_lock(out):  # one writer: held across the experiment and its figures
+            summary = run_experiment(
+                config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs
+            )
+            if draw_figures is not None and config.figures and not args.no_figures:
+                if not args.no_progress:
+                    print(f"drawing the figures of {out} ...", flush=True)
+                draw_figures("experiment", out)
         print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")
         for claim in summary.get("orderings", []):
             print(f"  {claim['claim']}: {claim['verdict']}  ({claim['detail']})")

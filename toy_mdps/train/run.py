@@ -58,6 +58,7 @@ from gmc_grpo.records import (
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
+from gmc_grpo.runlock import locks_folder
 from gmc_grpo.staleness import lag_statistics
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
@@ -161,6 +162,7 @@ def _run_state(
     return state, changes, old
 
 
+@locks_folder("run_dir")
 def train(
     config: TrainConfig,
     run_dir: str | Path,
@@ -181,6 +183,8 @@ def train(
             returns `None`).
         request: config changes asked for on purpose (`--extend-to`, `--allow-config-change`).
         require_run: refuse when `run_dir` holds no run (`--resume`).
+
+    Holds `run_dir`'s lock throughout (`gmc_grpo.runlock`: a second writer is refused).
     """
     from tqdm import tqdm
 
@@ -319,6 +323,7 @@ def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> di
     return summary
 
 
+@locks_folder("out_dir")
 def run_experiment(
     config: ExperimentConfig,
     out_dir: str | Path,
@@ -331,7 +336,8 @@ def run_experiment(
 
     Writes `experiment.json`, one run directory per point, `results.csv` and `summary.json`.
     `jobs > 1` runs that many points at once in worker processes (one torch thread each); every
-    point's records equal those of `jobs=1` with one thread.
+    point's records equal those of `jobs=1` with one thread. Holds `out_dir`'s lock throughout
+    (each point's run holds its own).
     """
     from tqdm import tqdm
 
