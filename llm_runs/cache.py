@@ -41,6 +41,7 @@ from typing import Any
 
 import torch
 
+from gmc_grpo.staleness import SCHEDULE_FIELDS
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 from llm_runs.config import TrainConfig
 
@@ -78,15 +79,8 @@ ROLLOUT_FREE_FIELDS = frozenset(
         "micro_batch_tokens",
         "gradient_checkpointing",
         # the schedule decides which launches are version 0, not what a launch holds
-        "schedule",
-        "delay",
-        "lam",
-        "max_launches",
+        *SCHEDULE_FIELDS,
         "length_unit_tokens",
-        "workers",
-        "generation_time",
-        "time_scale",
-        "update_time",
         # evaluation, checkpoints, logging
         "eval_every",
         "eval_benchmarks",

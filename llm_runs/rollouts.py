@@ -1,6 +1,6 @@
 """The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
 
-`RolloutProducer.produce(version)` takes the next `rollout_prompts` problems of the training pool
+`RolloutProducer.produce(version)` takes the next `num_groups` problems of the training pool
 (consecutive slices of a seeded permutation per epoch, the "prompt stream"), samples `group_size` completions of
 each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
 engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
@@ -35,33 +35,34 @@ from llm_runs.config import TrainConfig
 RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
 
 
-@dataclass
+def load_problems(config: TrainConfig) -> tuple[list[Any], dict[str, list[Any]]]:
+    """The task's `(training problems, {eval set name: problems})`; evaluation sets only when
+    `eval_every` is set (read before any compute, so a missing dataset stops the run early)."""
+    if config.task == "arithmetic":
+        from llm_runs.arithmetic import ArithmeticTask
+
+        train, held_out = ArithmeticTask(**config.arithmetic).problems()
+        evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
+        return train, evals
+    from llm_runs.data import load_benchmark, load_math_train
+
+    train, _report = load_math_train(config.data_dir)
+    if not train:
+        raise ValueError("the MATH training pool is empty: check --data-dir")
+    evals = {}
+    if config.eval_every:
+        for name in config.eval_benchmarks:
+            evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
+    return train, evals
+
+
+@dataclass(frozen=True)
 class Task:
-    """What the task decides: the training pool, the evaluation sets, the prompt, the stops."""
+    """What the task decides about a rollout: the prompt (math: cut at `max_prompt_tokens` with
+    the policy's `tokenizer`) and the stop strings. The problems come from `load_problems`."""
 
     config: TrainConfig
-    tokenizer: Any = None
-
-    def load_problems(self) -> tuple[list[Any], dict[str, list[Any]]]:
-        """`(training problems, {eval set name: problems})`; evaluation sets only when
-        `eval_every` is set."""
-        config = self.config
-        if config.task == "arithmetic":
-            from llm_runs.arithmetic import ArithmeticTask
-
-            train, held_out = ArithmeticTask(**config.arithmetic).problems()
-            evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
-            return train, evals
-        from llm_runs.data import load_benchmark, load_math_train
-
-        train, _report = load_math_train(config.data_dir)
-        if not train:
-            raise ValueError("the MATH training pool is empty: check --data-dir")
-        evals = {}
-        if config.eval_every:
-            for name in config.eval_benchmarks:
-                evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
-        return train, evals
+    tokenizer: Any
 
     def prompt(self, problem: str) -> str:
         """The prompt of one problem (math: the two-shot prompt cut at `max_prompt_tokens`)."""
@@ -151,11 +152,11 @@ class RolloutProducer:
 
     def prompt_indices(self, launch: int) -> list[int]:
         """Problems of batch launch `launch`: stream positions `[launch B, (launch + 1) B)`."""
-        r = self.config.rollout_prompts
+        r = self.config.num_groups
         return self.stream_indices(launch * r, r)
 
     def produce(self, model: torch.nn.Module, version: int) -> TrajectoryBatch:
-        """A rollout batch of `rollout_prompts` groups of the learner's policy at `version`
+        """A rollout batch of `num_groups` groups of the learner's policy at `version`
         (`model` holds its weights): the next batch launch, stream positions `[l B, (l + 1) B)`.
 
         With `behavior_logprobs="learner"` or `learner_logprobs_at_generation`, the learner's
@@ -163,7 +164,7 @@ class RolloutProducer:
         """
         launch = self.launches
         self.launches += 1
-        r = self.config.rollout_prompts
+        r = self.config.num_groups
         return self._produce(model, version, launch * r, r, f"launch {launch}")
 
     def produce_groups(

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.configs import resolve_aliases
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
 from gmc_grpo.stats import paired_difference, t_interval
 
@@ -203,11 +204,17 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_suite_file(config: SuiteConfig) -> None:
+    from llm_runs.config import TrainConfig
+
     path = Path(config.out) / SUITE_FILE
     base = {k: v for k, v in config.base.items() if k not in PER_RUN_FIELDS}
     if path.is_file():
         stored = json.loads(path.read_text())
-        if json.loads(json.dumps(stored.get("base"))) != json.loads(json.dumps(base)):
+        # a suite written before a field was renamed holds its old name (`FIELD_ALIASES`)
+        before = resolve_aliases(TrainConfig, stored.get("base") or {})
+        if json.loads(json.dumps(before)) != json.loads(
+            json.dumps(resolve_aliases(TrainConfig, base))
+        ):
             raise ValueError(
                 f"{path} holds a suite with another base config; choose another --out (a suite "
                 "may only add seeds, methods or delays)"

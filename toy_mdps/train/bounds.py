@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 
 from gmc_grpo.estimators import coefficients
+from gmc_grpo.staleness import Schedule
 from toy_mdps.exact import response_token_logprobs
 from toy_mdps.statistics import (
     Estimates,
@@ -62,15 +63,9 @@ from toy_mdps.train.learner import AsyncLearner, batched_logits, generator_seed
 _STATISTICS_STREAM = 1_000_003
 
 
-def pending_versions(schedule: Any) -> list[int]:
-    """Behavior versions of the batches a schedule has launched and not handed out yet.
-
-    Reads the schedule's `state_dict()` (shallow): `queue` (fixed delay) or `in_flight`
-    (length-coupled, workers).
-    """
-    state = schedule.state_dict()
-    entries = state.get("queue", []) or state.get("in_flight", [])
-    return [int(e["behavior_version"]) for e in entries]
+def pending_versions(schedule: Schedule[Any]) -> list[int]:
+    """Behavior versions of the items a schedule has launched and not handed out yet."""
+    return [int(entry.behavior_version) for entry in schedule.pending_entries()]
 
 
 def statistics_seed(run_seed: int, seed: int, step: int) -> int:
