@@ -175,6 +175,8 @@ def test_registry_rules():
     with pytest.raises(ValueError, match=r"already registered"):
         register_schedule(periodic_sync.PERIODIC_SYNC)
     spec = periodic_sync.PERIODIC_SYNC
+    with pytest.raises(ValueError, match=r"ScheduleSpec.name='a b': use letters, digits"):
+        register_schedule(ScheduleSpec(**{**vars(spec), "name": "a b"}))
     with pytest.raises(ValueError, match=r"ScheduleSpec.item='batches'"):
         register_schedule(ScheduleSpec(**{**vars(spec), "name": "x", "item": "batches"}))
     with pytest.raises(ValueError, match=r"names \['lag'\], not schedule fields"):

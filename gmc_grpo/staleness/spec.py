@@ -24,8 +24,6 @@
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -39,6 +37,7 @@ from gmc_grpo.defaults import (
     PAPER_LAMBDA,
     PAPER_MAX_LAUNCHES,
 )
+from gmc_grpo.registry import Registry
 from gmc_grpo.staleness.base import ITEM_KINDS, Schedule, is_finite_at_least, is_int_at_least
 from gmc_grpo.staleness.batches import FixedDelaySchedule, LengthCoupledSchedule
 from gmc_grpo.staleness.workers import (
@@ -363,14 +362,10 @@ PAPER_SCHEDULES: tuple[ScheduleSpec, ...] = (
     ),
 )
 
-_REGISTRY: dict[str, ScheduleSpec] = {spec.name: spec for spec in PAPER_SCHEDULES}
-_plugins_loaded = False
-
 
 def check_spec(spec: ScheduleSpec) -> None:
-    """Raise `ValueError` naming the field when a spec cannot run."""
-    if not spec.name or not spec.name.replace("_", "").isalnum():
-        raise ValueError(f"ScheduleSpec.name={spec.name!r}: use letters, digits and underscores")
+    """Raise `ValueError` naming the field when a spec cannot run (the registry checks the
+    name)."""
     if spec.item not in ITEM_KINDS:
         raise ValueError(f"ScheduleSpec.item={spec.item!r} of {spec.name!r}: one of {ITEM_KINDS}")
     unknown = [name for name in spec.fields if name not in SCHEDULE_FIELDS]
@@ -383,57 +378,36 @@ def check_spec(spec: ScheduleSpec) -> None:
         raise ValueError(f"ScheduleSpec.build of {spec.name!r} must be callable")
 
 
+_SCHEDULES: Registry[ScheduleSpec] = Registry(
+    "schedule",
+    PAPER_SCHEDULES,
+    PLUGINS_ENV,
+    check_spec,
+    register_hint="register your own with gmc_grpo.staleness.register_schedule",
+)
+
+
 def register_schedule(spec: ScheduleSpec, *, replace: bool = False) -> ScheduleSpec:
     """Add `spec` to the registry (every config and learner then knows it).
 
     `replace=True` overwrites a spec of the same name; otherwise a taken name is an error.
     """
-    check_spec(spec)
-    if spec.name in _REGISTRY and not replace:
-        raise ValueError(
-            f"a schedule named {spec.name!r} is already registered; pass replace=True to change it"
-        )
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _SCHEDULES.register(spec, replace=replace)
 
 
 def unregister_schedule(name: str) -> None:
     """Remove a user's schedule (the paper's schedules cannot be removed)."""
-    if any(spec.name == name for spec in PAPER_SCHEDULES):
-        raise ValueError(f"{name!r} is one of the paper's schedules and cannot be unregistered")
-    _REGISTRY.pop(name, None)
-
-
-def _load_plugins() -> None:
-    """Import the modules named in `GMC_GRPO_SCHEDULES` once (each registers its schedules)."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise ValueError(
-                f"{PLUGINS_ENV} names the module {module!r}, which cannot be imported: {error}"
-            ) from error
+    _SCHEDULES.unregister(name)
 
 
 def schedule_names() -> tuple[str, ...]:
     """Every registered schedule, the paper's first."""
-    _load_plugins()
-    return tuple(_REGISTRY)
+    return _SCHEDULES.names()
 
 
 def get_schedule(name: str) -> ScheduleSpec:
     """The spec of `name`; an unknown name raises `ValueError` listing the registered ones."""
-    _load_plugins()
-    if name not in _REGISTRY:
-        raise ValueError(
-            f"unknown schedule {name!r}; registered: {', '.join(_REGISTRY)} "
-            "(register your own with gmc_grpo.staleness.register_schedule)"
-        )
-    return _REGISTRY[name]
+    return _SCHEDULES.get(name)
 
 
 def make_schedule(settings: Any, context: ScheduleContext | None = None) -> Schedule[Any]:
