@@ -22,10 +22,7 @@ GAC_HIGH = 0.30
 # A-3PO masks tokens whose proximal-to-behavior ratio exceeds 5 (AReaL's default).
 A3PO_MASK_THRESHOLD = 5.0
 
-# Seed mixing, not a hyperparameter: a run seed is multiplied by this prime before a stream's
-# offset (an epoch, a launch, a grid cell) is added, so two (seed, offset) pairs give the same
-# generator seed only if an offset reaches 1,000,003, far more than any run draws.
-SEED_STRIDE = 1_000_003
+# Seeds are not hyperparameters: every random stream comes from `gmc_grpo.seeding`.
 
 # Appendix B.1, the simulated asynchronous pipeline: `tau_ready = tau_launch + lambda L` with
 # lambda = 28, and at most 400 launches per warm-up or refill.

@@ -77,7 +77,9 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """build a tiny random-init Qwen3 (`llm_runs.tiny.build_tiny_qwen3` with these keyword
     arguments) into `out/base_model` instead of reading `model` (CPU demonstration)"""
     seed: int = 0
-    """seed of the data order, the rollouts' sampling streams and the warm-up"""
+    """the root of the run's random streams: the data order, the rollouts' sampling, the warm-up,
+    the evaluations, the worker schedule's times (`gmc_grpo.seeding`; the tiny model's weights
+    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`)"""
     resume: bool = False
     """continue the run in `out` from its newest checkpoint (from step 0 when it was stopped
     before the first one; error when `out` holds no run). The config must be the run's except
@@ -238,6 +240,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         bad = self._bad
         if not self.out:
             raise bad("out", "must name the run directory")
+        if self.seed < 0:
+            raise bad("seed", "must be >= 0 (the root of the run's random streams)")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
                 "TrainConfig: give exactly one of model (a local model directory) and tiny_model "

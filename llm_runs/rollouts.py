@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.defaults import SEED_STRIDE
+from gmc_grpo.seeding import base_seed, torch_generator
 from llm_runs.batch import TrajectoryBatch, batch_logprobs
 from llm_runs.config import TrainConfig
 
@@ -139,13 +139,14 @@ class RolloutProducer:
 
     def stream_indices(self, start: int, count: int) -> list[int]:
         """Problems at positions `[start, start + count)` of the run's prompt stream: consecutive
-        slices of seeded per-epoch permutations of the training pool."""
+        slices of per-epoch permutations of the training pool (stream `llm_data_order` of
+        `gmc_grpo.seeding`, path `(epoch,)`)."""
         n = len(self.problems)
         out = []
         for k in range(start, start + count):
             epoch, pos = divmod(k, n)
             if epoch not in self._perms:
-                gen = torch.Generator().manual_seed(self.config.seed * SEED_STRIDE + epoch)
+                gen = torch_generator(self.config.seed, "llm_data_order", epoch)
                 self._perms = {epoch: torch.randperm(n, generator=gen).tolist()}
             out.append(self._perms[epoch][pos])
         return out
@@ -209,8 +210,9 @@ class RolloutProducer:
             top_p=config.top_p,
             max_tokens=config.max_completion_tokens,
             stop=self.task.stop,
-            # one stream per sample across the whole run: stream position k's samples start at k G
-            seed=config.seed * SEED_STRIDE + start * g,
+            # one stream per sample across the whole run: stream position k's sample j has seed
+            # base + k G + j (`llm_sampling`'s 62-bit base; `engines.base.sample_seed`)
+            seed=base_seed(config.seed, "llm_sampling") + start * g,
         )
         samples = self.engine.generate([self.task.prompt(p.problem) for p in problems], sampling)
         batch = self._to_batch(samples, problems, indices, version, what)

@@ -52,6 +52,7 @@ from typing import Any
 
 from gmc_grpo.configs import resolve_aliases
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
+from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval
 
 #: The paired comparisons of the analysis, `(a, b)` for `a - b`: the paper's ordering under delay
@@ -210,6 +211,7 @@ def _check_suite_file(config: SuiteConfig) -> None:
     base = {k: v for k, v in config.base.items() if k not in PER_RUN_FIELDS}
     if path.is_file():
         stored = json.loads(path.read_text())
+        check_seeding(stored.get("seeding"), str(Path(config.out)), what="suite")
         # a suite written before a field was renamed holds its old name (`FIELD_ALIASES`)
         before = resolve_aliases(TrainConfig, stored.get("base") or {})
         if json.loads(json.dumps(before)) != json.loads(
@@ -234,6 +236,7 @@ def _check_suite_file(config: SuiteConfig) -> None:
             "cells": cells,
             "share": config.share,
             "final_fraction": config.final_fraction,
+            "seeding": SEEDING,
             "environment": environment_info(),
         },
     )

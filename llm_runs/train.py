@@ -84,6 +84,7 @@ from gmc_grpo.records import (
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config
 from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
+from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
@@ -157,6 +158,8 @@ class Trainer:
                 f"resume=True but {self.out} holds no checkpoint and no run (config.json is "
                 "missing): start without --resume, or point --out at the run's folder"
             )
+        if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
+            check_seeding(payload.get("seeding"), str(self.out))
         fields = [f.name for f in dataclasses.fields(TrainConfig)]
         old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
         if old is None:  # checkpoints of older versions: the run's config.json
@@ -274,7 +277,7 @@ class Trainer:
             updates_per_batch=config.inner_steps,
             length_of=self._length_of,
             length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
-            seed=config.seed,
+            seed=stream_seed(config.seed, "llm_schedule"),
         )
 
     def _restore(self, state: dict[str, Any]) -> int:
@@ -327,7 +330,7 @@ class Trainer:
             config.engine,
             model_dir,
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=config.seed,
+            seed=stream_seed(config.seed, "llm_engine"),
             dtype=self.placement.engine_dtype,
             device=str(self.placement.engine_device),
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,

@@ -86,7 +86,7 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--seed": (
         "run_seed",
         int,
-        "sampling seed: mixed with each learner seed (--seeds) into its generator",
+        "sampling seed: the root of each learner seed's (--seeds) streams (gmc_grpo.seeding)",
     ),
     "--bound-every": (
         "bound_every",

@@ -122,7 +122,8 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """independent learners, run at once (a leading seed dimension)"""
     run_seed: int = 0
-    """mixed with each seed into its generator's seed"""
+    """the root of every learner seed's streams (sampling, worker times, bound statistics:
+    `gmc_grpo.seeding`, path `(seed, ...)`)"""
     checkpoint_every: int = 50
     """steps between checkpoints (resumption)"""
     # -- bounds beside the measurements (`toy_mdps.train.bounds`, `theory.measured`) -----------
@@ -169,8 +170,11 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
             raise bad("min_lr_ratio", "must be in [0, 1]")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise bad("grad_clip", "must be > 0 or null")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise bad("seeds", "must be non-empty without duplicates")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise bad("seeds", "must be non-empty, without duplicates, each >= 0")
+        for name in ("run_seed", "init_seed"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0 (the root of random streams, gmc_grpo.seeding)")
         if self.checkpoint_every < 1:
             raise bad("checkpoint_every", "must be >= 1")
         if self.bound_every < 0:

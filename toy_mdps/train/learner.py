@@ -27,9 +27,10 @@ different versions. Each group keeps the token log-probs of the snapshot it was 
 own snapshot, GMC's cap acts per group as always, and A-3PO gets each group's own lag
 (`last["lag"]` `[S, B]`).
 
-**Seeds and schedules (design).** Each seed owns its own `torch.Generator` (seeded from the run
-seed and the seed value) and its own schedule object whose items hold that seed's samples; the
-worker schedule's durations come from its own generator, seeded from the seed too, so two
+**Seeds and schedules (design).** Each seed owns its own `torch.Generator` (stream
+`toy_learner` of `gmc_grpo.seeding`, path `(seed,)` under the run seed) and its own schedule
+object whose items hold that seed's samples; the worker schedule's durations come from its own
+generator (stream `toy_schedule`, the same path), so two
 methods run on the same seed see the same lags under constant and exponential times (paired
 comparisons). Every tensor computation (exact quantities, sampling, log-probs, advantages,
 `psi`, gradients, metrics, optimizer) is one batched operation over `[S, ...]`; per seed remain
@@ -38,7 +39,8 @@ the schedules' bookkeeping, two generator calls per launch and the registry's pe
 or together with other seeds (a test checks it), so the vectorised run is a pure speed-up
 (`bench/bench_toy_seeds.py` measures how much).
 
-**Initial parameters.** All seeds start from the same `theta_0` (drawn with `init_seed`): the
+**Initial parameters.** All seeds start from the same `theta_0` (stream `toy_init` of
+`init_seed`): the
 seeds replicate the sampling noise of one learning problem, so averages over seeds estimate
 expectations of the stochastic learner (e.g. the IS learner at `D = 0` against exact gradient
 ascent).
@@ -75,10 +77,10 @@ import torch
 from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
-from gmc_grpo.defaults import SEED_STRIDE
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import get_method
 from gmc_grpo.schedules import cosine_lr, warmup_steps_for
+from gmc_grpo.seeding import SEEDING, check_seeding, stream_seed, torch_generator
 from gmc_grpo.staleness import (
     Schedule,
     ScheduleContext,
@@ -106,21 +108,16 @@ ITEM_KEYS = (
 
 
 def generator_seed(run_seed: int, seed: int) -> int:
-    """The seed of seed `seed`'s generator (independent of the other seeds of the run).
-
-    `run_seed` strides by `SEED_STRIDE`; 7,919 (a prime) spreads the seed values within a run,
-    17 keeps seed 0 of run 0 off the generator seed 0; `% 2**62` keeps it a valid seed.
-    """
-    return (run_seed * SEED_STRIDE + seed * 7_919 + 17) % (2**62)
+    """The seed of learner seed `seed`'s sampling generator: stream `toy_learner` of
+    `gmc_grpo.seeding` at path `(seed,)` under `run_seed` (independent of every other stream)."""
+    return stream_seed(run_seed, "toy_learner", seed)
 
 
 def schedule_seed(run_seed: int, seed: int) -> int:
-    """The seed of seed `seed`'s worker-schedule generator (numpy; its random durations).
-
-    Offset from `generator_seed` by the prime 104,729 so the two streams never share a seed;
-    it does not depend on the method, so methods run on one seed see the same durations.
-    """
-    return (generator_seed(run_seed, seed) + 104_729) % (2**62)
+    """The seed of learner seed `seed`'s worker-schedule generator (its random durations):
+    stream `toy_schedule` at `(seed,)`. It does not depend on the method, so methods run on one
+    seed see the same durations."""
+    return stream_seed(run_seed, "toy_schedule", seed)
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
@@ -357,15 +354,15 @@ class AsyncLearner:
         self.config = config
         self.mdp = config.make_mdp()
         self.policy = make_policy(self.mdp, config.policy)
-        theta0 = self.policy.random_parameters(config.init_seed, config.init_scale)
+        theta0 = self.policy.random_parameters(
+            stream_seed(config.init_seed, "toy_init"), config.init_scale
+        )
         S = len(config.seeds)
         self.theta = theta0.unsqueeze(0).repeat(S, *([1] * theta0.dim())).contiguous()
         self.step = 0
         self.adam_m = torch.zeros_like(self.theta)
         self.adam_v = torch.zeros_like(self.theta)
-        self.generators = [
-            torch.Generator().manual_seed(generator_seed(config.run_seed, s)) for s in config.seeds
-        ]
+        self.generators = [torch_generator(config.run_seed, "toy_learner", s) for s in config.seeds]
         self._sampler: GroupSampler | None = None
         spec = get_schedule(config.schedule)
         self.schedules: list[Schedule[dict[str, Tensor]]] = [
@@ -706,6 +703,7 @@ class AsyncLearner:
         queued groups with their own tensors), RNG, the method's state and the drift record."""
         return {
             "config": self.config.to_dict(),
+            "seeding": SEEDING,
             "step": self.step,
             "theta": self.theta.clone(),
             "adam_m": self.adam_m.clone(),
@@ -717,6 +715,7 @@ class AsyncLearner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_seeding(state.get("seeding"), "the learner state", what="checkpoint")
         if state["config"] != self.config.to_dict():
             raise ValueError("checkpoint was written by a different TrainConfig")
         self.step = int(state["step"])

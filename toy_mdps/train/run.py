@@ -59,6 +59,7 @@ from gmc_grpo.records import (
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
+from gmc_grpo.seeding import check_seeding
 from gmc_grpo.staleness import get_schedule, lag_statistics
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
@@ -147,6 +148,8 @@ def _run_state(
             "choose another --out"
         )
     checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
+        check_seeding(payload.get("seeding"), str(run_dir))
     state = read_state(checkpoint) if checkpoint is not None else None
     old = state["config"] if state is not None else previous
     defaults = TrainConfig().to_dict()
