@@ -9,6 +9,11 @@ A refactor that keeps every behaviour must leave the records of these jobs uncha
 |             | schedules, three group sizes, the eps grid)                                  |
 | `llm_tiny`  | `gmc-grpo llm train --recipe tiny` (GMC, D = 0, 150 updates, evaluations)    |
 | `llm_delay` | `gmc-grpo llm train --recipe tiny_delay --run M --steps 20` for every method |
+| `toy_workers` | `gmc-grpo toy train --experiment mixed_quick`, `regularity_quick` (worker  |
+|             | schedule: exponential and length-proportional times, the drift record)      |
+| `toy_bounds` | `gmc-grpo toy train --experiment bounds_quick` (the bound statistics)      |
+| `llm_schedules` | `gmc-grpo llm train --recipe tiny --steps 16` under the worker and the  |
+|             | length-coupled schedules                                                    |
 
 Usage:
 
@@ -49,6 +54,15 @@ from typing import Any
 
 LLM_METHODS = ("grpo", "tic", "gmc", "vcpo", "gac", "a3po")
 DELAY_STEPS = 20  # a few updates past the FIFO's fill (D = 16) for every method
+SCHEDULE_STEPS = 16  # enough updates for the simulated lags of `llm_schedules` to vary
+# `llm_schedules`: the tiny recipe under the two simulated schedules. One unit of `L` is one token
+# (the tiny recipe's answers are a few tokens long), so the lags reach a few updates.
+LLM_SCHEDULE_RUNS = {
+    "workers": ["--schedule", "workers", "--workers", "12", "--generation-time",
+                "length_proportional", "--set", "length_unit_tokens=1"],
+    "length_coupled": ["--schedule", "length_coupled", "--set", "lam=1.0",
+                       "--set", "length_unit_tokens=1"],
+}  # fmt: skip
 
 
 def jobs(out: Path) -> dict[str, list[list[str]]]:
@@ -90,7 +104,21 @@ def jobs(out: Path) -> dict[str, list[list[str]]]:
             ]
         ],
         "llm_delay": delay_runs,
-    }
+        "toy_workers": [
+            ["toy", "train", "--experiment", name, "--out", str(out / "toy_workers"),
+             "--no-progress"]
+            for name in ("mixed_quick", "regularity_quick")
+        ],
+        "toy_bounds": [
+            ["toy", "train", "--experiment", "bounds_quick", "--out", str(out / "toy_bounds"),
+             "--no-progress"]
+        ],
+        "llm_schedules": [
+            ["llm", "train", "--recipe", "tiny", "--steps", str(SCHEDULE_STEPS), "--set",
+             "eval_every=8", *flags, "--out", str(out / "llm_schedules" / name), "--no-progress"]
+            for name, flags in LLM_SCHEDULE_RUNS.items()
+        ],
+    }  # fmt: skip
 
 
 ROUTER = """

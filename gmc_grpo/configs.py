@@ -1,9 +1,10 @@
 """Reading configs: JSON files and dicts into dataclasses, with clear errors (no torch).
 
 Every track's config uses one vocabulary (`docs/DESIGN.md`, "Configs"): the same name for the
-same setting in the toy and the LLM configs. Names changed when the vocabulary was unified;
-a config that still uses an old name gets an error that names the new one (`RENAMED_FIELDS`,
-`RENAMED_VALUES`) instead of a bare "unknown field".
+same setting in the toy and the LLM configs. Names changed when the vocabulary was unified: a
+config that still uses an old name either loads under the new one (`FIELD_ALIASES`: shipped
+configs, records and checkpoints written before the rename keep working) or gets an error that
+names the new one (`RENAMED_FIELDS`, `RENAMED_VALUES`) instead of a bare "unknown field".
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ RENAMED_FIELDS: dict[str, str] = {
     "beta1": "betas (a pair)",
     "beta2": "betas (a pair)",
 }
+# old field name -> the name that replaced it, read as the new name wherever a config is loaded
+# from a dict (config files, recipes, `--set`, stored run configs and checkpoints): the LLM
+# config's names before the toy and LLM configs shared one set of schedule fields
+FIELD_ALIASES: dict[str, str] = {
+    "rollout_prompts": "num_groups",
+    "workers": "num_workers",
+}
 # field -> {old value -> the value that replaced it}
 RENAMED_VALUES: dict[str, dict[Any, str]] = {
     "schedule": {"fixed": "fixed_delay"},
@@ -39,16 +47,16 @@ def config_error(config: Any, name: str, why: str) -> ValueError:
     return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
 
 
-def check_delay_fits_run(config: Any) -> None:
-    """A fixed delay `D` must be smaller than the run (`total_steps`): with `D >= total_steps`
-    every update consumes a batch of the initial policy and the lag never reaches `D`."""
-    if config.schedule == "fixed_delay" and config.delay and config.delay >= config.total_steps:
-        raise config_error(
-            config,
-            "delay",
-            f"must be smaller than total_steps={config.total_steps}: with D >= total_steps every "
-            "update consumes a batch of the initial policy (lower the delay or raise total_steps)",
-        )
+def resolve_aliases(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data` with every old name of `FIELD_ALIASES` that is not a field of dataclass `cls`
+    replaced by its new name; when both are given, the one that comes last in `data` wins (a
+    `--set rollout_prompts=4` after a recipe's `num_groups`)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        new = FIELD_ALIASES.get(key)
+        out[new if new in names and key not in names else key] = value
+    return out
 
 
 def check_choice(config: Any, name: str, choices: Sequence[str]) -> None:
@@ -65,6 +73,7 @@ def check_field_names(cls: Any, keys: Sequence[str], what: str | None = None) ->
     """Reject keys that are not fields of dataclass `cls`; a renamed field's error names its
     new name. `_`-prefixed keys (comments) are allowed."""
     names = {f.name for f in dataclasses.fields(cls)}
+    names |= {old for old, new in FIELD_ALIASES.items() if new in names}  # loaded as the new name
     owner = what or cls.__name__
     for key in keys:
         if key not in names and key in RENAMED_FIELDS:
@@ -163,7 +172,7 @@ def dataclass_from_dict(cls: Any, data: Mapping[str, Any], ignore: Sequence[str]
         )
     check_field_names(cls, [k for k in data if k not in ignore])
     names = {f.name for f in dataclasses.fields(cls)}
-    values = {k: v for k, v in data.items() if k in names}
+    values = {k: v for k, v in resolve_aliases(cls, data).items() if k in names}
     check_field_types(cls, values)
     return cls(**values)
 

@@ -22,7 +22,13 @@ GAC_HIGH = 0.30
 # A-3PO masks tokens whose proximal-to-behavior ratio exceeds 5 (AReaL's default).
 A3PO_MASK_THRESHOLD = 5.0
 
-# Seed mixing, not a hyperparameter: a run seed is multiplied by this prime before a stream's
-# offset (an epoch, a launch, a grid cell) is added, so two (seed, offset) pairs give the same
-# generator seed only if an offset reaches 1,000,003, far more than any run draws.
-SEED_STRIDE = 1_000_003
+# Seeds are not hyperparameters: every random stream comes from `gmc_grpo.seeding`.
+
+# Appendix B.1, the simulated asynchronous pipeline: `tau_ready = tau_launch + lambda L` with
+# lambda = 28, and at most 400 launches per warm-up or refill.
+PAPER_LAMBDA = 28.0
+PAPER_MAX_LAUNCHES = 400
+# Appendix B.1: 8 prompts (groups) per rollout mini-batch, 8 responses per prompt.
+PAPER_GROUPS_PER_BATCH = 8
+# Rollout workers of the worker schedule (§2.2): ours, the paper does not give their number.
+DEFAULT_NUM_WORKERS = 16

@@ -47,7 +47,7 @@ from gmc_grpo.defaults import (
     VCPO_RHO_REF,
     VCPO_TRUNCATION,
 )
-from gmc_grpo.plugins import import_plugins
+from gmc_grpo.registry import Registry
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -380,18 +380,14 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
     ),
 )
 
-_REGISTRY: dict[str, MethodSpec] = {spec.name: spec for spec in PAPER_METHODS}
-
-
 # ----------------------------------------------------------------------------------------------
 # Registry API
 # ----------------------------------------------------------------------------------------------
 
 
 def check_spec(spec: MethodSpec) -> None:
-    """Raise `ValueError` naming the field when a spec cannot run."""
-    if not spec.name or not spec.name.replace("_", "").isalnum():
-        raise ValueError(f"MethodSpec.name={spec.name!r}: use letters, digits and underscores")
+    """Raise `ValueError` naming the field when a spec cannot run (the registry checks the
+    name)."""
     if spec.coefficient_rule is None and spec.loss not in CORE_LOSSES:
         raise ValueError(
             f"MethodSpec.loss={spec.loss!r} of {spec.name!r}: must be one of {CORE_LOSSES}, "
@@ -410,48 +406,36 @@ def check_spec(spec: MethodSpec) -> None:
         )
 
 
+_METHODS: Registry[MethodSpec] = Registry(
+    "method",
+    PAPER_METHODS,
+    PLUGINS_ENV,
+    check_spec,
+    register_hint="register your own with gmc_grpo.methods.register_method",
+)
+
+
 def register_method(spec: MethodSpec, *, replace: bool = False) -> MethodSpec:
     """Add `spec` to the registry (every config, learner and figure then knows it).
 
     `replace=True` overwrites a spec of the same name; otherwise a taken name is an error.
     """
-    check_spec(spec)
-    if spec.name in _REGISTRY and not replace:
-        raise ValueError(
-            f"a method named {spec.name!r} is already registered; pass replace=True to change it"
-        )
-    _REGISTRY[spec.name] = spec
-    return spec
+    return _METHODS.register(spec, replace=replace)
 
 
 def unregister_method(name: str) -> None:
     """Remove a user's method (the paper's methods cannot be removed)."""
-    if any(spec.name == name for spec in PAPER_METHODS):
-        raise ValueError(f"{name!r} is one of the paper's methods and cannot be unregistered")
-    _REGISTRY.pop(name, None)
-
-
-def _load_plugins() -> None:
-    """Import the modules named in `GMC_GRPO_METHODS` once (each registers its methods); one
-    that fails raises `gmc_grpo.plugins.PluginImportError` now and at every later look-up."""
-    import_plugins(PLUGINS_ENV)
+    _METHODS.unregister(name)
 
 
 def method_names() -> tuple[str, ...]:
     """Every registered method, the paper's first (in the order of the figures)."""
-    _load_plugins()
-    return tuple(_REGISTRY)
+    return _METHODS.names()
 
 
 def get_method(name: str) -> MethodSpec:
     """The spec of `name`; an unknown name raises `ValueError` listing the registered ones."""
-    _load_plugins()
-    if name not in _REGISTRY:
-        raise ValueError(
-            f"unknown method {name!r}; registered: {', '.join(_REGISTRY)} "
-            f"(register your own with gmc_grpo.methods.register_method)"
-        )
-    return _REGISTRY[name]
+    return _METHODS.get(name)
 
 
 def paper_advantage(name: str) -> str:

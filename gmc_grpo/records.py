@@ -37,6 +37,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.seeding import SEEDING
+
 # The on-disk format's version (`config.json`'s `schema_version`) and what each version means: a
 # resume across versions that this code cannot upgrade is refused with the two descriptions.
 RECORD_SCHEMA = 2
@@ -478,6 +480,7 @@ class RunWriter:
         self.history = history + [segment]
         payload = {
             "schema_version": RECORD_SCHEMA,
+            "seeding": SEEDING,
             "config": config_json,
             "environment": environment,
             "history": self.history,

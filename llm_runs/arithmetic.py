@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gmc_grpo.seeding import torch_generator
 from llm_runs.data import Problem
 from llm_runs.scoring import extract_last_boxed, normalize_answer
 
@@ -55,9 +56,10 @@ class ArithmeticTask:
             )
 
     def problems(self) -> tuple[list[Problem], list[Problem]]:
-        """`(train, eval)` problems, deterministic in `seed`."""
+        """`(train, eval)` problems, deterministic in `seed` (stream `llm_problems` of
+        `gmc_grpo.seeding`)."""
         side = self.max_operand + 1
-        gen = torch.Generator().manual_seed(self.seed)
+        gen = torch_generator(self.seed, "llm_problems")
         order = torch.randperm(side * side, generator=gen)[: self.num_train + self.num_eval]
         out = []
         for k, code in enumerate(order.tolist()):
@@ -103,7 +105,7 @@ def supervised_warmup(
 ) -> list[float]:
     """Teach the answer format by teacher forcing; return the loss of every step.
 
-    Each step draws `batch_size` problems (with replacement, `torch.Generator` seeded `seed`),
+    Each step draws `batch_size` problems (with replacement, stream `llm_warmup` of `seed`),
     builds `prompt + target + EOS`, and minimises the mean cross-entropy of the target and EOS
     tokens with `torch.optim.AdamW(lr)`. The model is updated in place.
     """
@@ -119,7 +121,7 @@ def supervised_warmup(
         prompt = tokenizer.encode(build_prompt(p.problem), add_special_tokens=False)
         target = tokenizer.encode(target_text(p.answer), add_special_tokens=False) + [eos]
         encoded.append((prompt, target))
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch_generator(seed, "llm_warmup")
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     was_training = model.training
     model.train()

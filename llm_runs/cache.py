@@ -8,8 +8,8 @@ to the same key reads them instead of recomputing them. The records do not chang
 with and without the cache and compares every row).
 
 - **Initial policy** (`initial_policy_key`): the tiny model's arguments (or the model directory's
-  identity), the warm-up's settings (`sft_*`, `seed`, the arithmetic task), the device and the
-  torch version. Stored as `<cache_dir>/initial_models/<key>/`.
+  identity), the warm-up's settings (`sft_*`, `seed`, the arithmetic task), the device, the
+  torch version and the seeding scheme (`gmc_grpo.seeding.SEEDING`). Stored as `<cache_dir>/initial_models/<key>/`.
 - **Rollouts of the initial policy** (`rollout_key`): the initial policy's key, and every
   `TrainConfig` field except those that cannot change a rollout of version 0 (`ROLLOUT_FREE_FIELDS`:
   the method and its constants, the optimiser, the schedule, evaluation and logging), plus the
@@ -42,6 +42,8 @@ from typing import Any
 import torch
 
 from gmc_grpo.filemodes import give_plain_mode
+from gmc_grpo.seeding import SEEDING
+from gmc_grpo.staleness import SCHEDULE_FIELDS
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
 from llm_runs.config import TrainConfig
 
@@ -79,15 +81,8 @@ ROLLOUT_FREE_FIELDS = frozenset(
         "micro_batch_tokens",
         "gradient_checkpointing",
         # the schedule decides which launches are version 0, not what a launch holds
-        "schedule",
-        "delay",
-        "lam",
-        "max_launches",
+        *SCHEDULE_FIELDS,
         "length_unit_tokens",
-        "workers",
-        "generation_time",
-        "time_scale",
-        "update_time",
         # evaluation, checkpoints, logging
         "eval_every",
         "eval_benchmarks",
@@ -124,6 +119,7 @@ def initial_policy_key(config: TrainConfig, device: torch.device | str) -> str:
     """Key of the initial policy `llm_runs.models.initial_model_dir` builds from `config`."""
     parts: dict[str, Any] = {
         "format": CACHE_FORMAT,
+        "seeding": SEEDING,
         "torch": torch.__version__,
         "device": str(device),
         "tiny_model": config.tiny_model,
@@ -149,6 +145,7 @@ def rollout_key(config: TrainConfig, initial_policy: str, overrides: Mapping[str
     return content_hash(
         {
             "format": CACHE_FORMAT,
+            "seeding": SEEDING,
             "torch": torch.__version__,
             "initial_policy": initial_policy,
             "config": fields,

@@ -2,17 +2,19 @@
 
 Paper values carry their source (Appendix B.1 unless said otherwise). The names are the toy
 configs' names for the same settings (`lr`, `total_steps`, `eps`, `clip_low`/`clip_high`,
-`truncation`, `warmup_ratio`, `betas`, schedule `"fixed_delay"`); an old name gets an error that
-names the new one (`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`) fill it.
+`truncation`, `warmup_ratio`, `betas`, `num_groups`, and the schedule fields of
+`gmc_grpo.staleness.ScheduleSettings`); an old name either loads under the new one
+(`rollout_prompts`, `workers`: `gmc_grpo.configs.FIELD_ALIASES`) or gets an error that names it
+(`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`) fill it.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from gmc_grpo.configs import check_choice, check_delay_fits_run, config_error
+from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -21,7 +23,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import SCHEDULE_NAMES
+from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
 from llm_runs.learner import OPTIMIZER_KINDS, SCORE_NORM_MODES
@@ -34,9 +36,6 @@ DTYPES = ("auto", *ENGINE_DTYPES)
 OPTIMIZERS = OPTIMIZER_KINDS
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
-#: generation-time models of schedule "workers" a config can name (`gmc_grpo.staleness`; the
-#: "sampled" model takes a Python callable and is available from the core only)
-WORKER_GENERATION_TIMES = ("constant", "length_proportional", "exponential")
 LOGGERS = ("tensorboard", "wandb")
 # `TrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
 # what a record means. Checkpoints fall between rollout batches and hold every state the next
@@ -57,12 +56,16 @@ RESUME_FREE_FIELDS = (
 
 
 @dataclass
-class TrainConfig(MethodSettings):
+class TrainConfig(ScheduleSettings, MethodSettings):
     """One training run of `gmc-grpo llm train` (see `llm_runs.train` for the loop).
 
-    The method constants `eps`, `clip_low`, `clip_high`, `truncation`, `a3po_mask_threshold`,
-    `vcpo_rho_ref`, `gac_low`, `gac_high` are inherited from `gmc_grpo.methods.MethodSettings`
-    (documented there, with their sources), as in the toy configs.
+    The schedule fields `schedule`, `delay`, `lam`, `max_launches`, `num_workers`,
+    `generation_time`, `time_scale`, `update_time` are inherited from
+    `gmc_grpo.staleness.ScheduleSettings` (one unit of `L` is `length_unit_tokens` tokens of mean
+    response length), the method constants `eps`, `clip_low`, `clip_high`, `truncation`,
+    `a3po_mask_threshold`, `vcpo_rho_ref`, `gac_low`, `gac_high` from
+    `gmc_grpo.methods.MethodSettings` (documented there, with their sources), as in the toy
+    configs.
     """
 
     # -- run and model ---------------------------------------------------------------------------
@@ -76,7 +79,9 @@ class TrainConfig(MethodSettings):
     """build a tiny random-init Qwen3 (`llm_runs.tiny.build_tiny_qwen3` with these keyword
     arguments) into `out/base_model` instead of reading `model` (CPU demonstration)"""
     seed: int = 0
-    """seed of the data order, the rollouts' sampling streams and the warm-up"""
+    """the root of the run's random streams: the data order, the rollouts' sampling, the warm-up,
+    the evaluations, the worker schedule's times (`gmc_grpo.seeding`; the tiny model's weights
+    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`)"""
     resume: bool = False
     """continue the run in `out` from its newest checkpoint (from step 0 when it was stopped
     before the first one; error when `out` holds no run). The config must be the run's except
@@ -100,48 +105,22 @@ class TrainConfig(MethodSettings):
     sft_batch_size: int = 32
     """the warm-up's batch size"""
     # -- batches and staleness ---------------------------------------------------------------------
-    rollout_prompts: int = 8
-    """prompts per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4)"""
+    num_groups: int = PAPER_GROUPS_PER_BATCH
+    """`B`, prompts (groups) per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4); the
+    worker schedule takes this many completed groups per update (old name `rollout_prompts`)"""
     group_size: int = 8
     """responses per prompt `G` (8, B.1; 4/8/32 in the group-size study, B.2.2)"""
     inner_steps: int = 1
-    """optimizer updates per rollout batch, each on `rollout_prompts / inner_steps` groups
+    """optimizer updates per rollout batch, each on `num_groups / inner_steps` groups
     (1, B.1; 4 for D = 0)"""
     groups_per_micro: int = 1
     """groups per micro-batch of the learner (memory only: the gradient is the full
     minibatch's)"""
     total_steps: int = 800
     """optimizer updates (800: B.1 evaluates checkpoint 800)"""
-    schedule: str = "fixed_delay"
-    """"fixed_delay" (FIFO of `delay` batches from the initial policy, B.1), "length_coupled"
-    (`tau_ready = tau_launch + lam * L`, B.1) or "workers" (`workers` rollout workers, each
-    generating one group at a time with the snapshot current at its launch; the learner takes the
-    `rollout_prompts` earliest completed groups, so a batch mixes lags: §2.2, Figure 1;
-    `gmc_grpo.staleness.WorkerSchedule`)"""
-    delay: int = 0
-    """`D` of the fixed-delay suite ({0, 32, 64, 128, 256, 512}, B.1), in learner updates: a
-    rollout batch's first minibatch is consumed `D` updates after the policy that generated it
-    (its later minibatches, with `inner_steps > 1`, `D + 1` ... `D + inner_steps - 1`); the FIFO
-    holds `D / inner_steps` batches, so `D` must be a multiple of `inner_steps`"""
-    lam: float = 28.0
-    """`lambda` of the simulated pipeline (28, B.1)"""
-    max_launches: int = 400
-    """cap of launches per warm-up or refill (400, B.1)"""
     length_unit_tokens: float = 100.0
     """tokens per unit of `L` (our calibration; `llm_runs.train`, "Calibration"); also the unit of
     the "length_proportional" generation time of schedule "workers\""""
-    workers: int = 16
-    """schedule "workers": `W` rollout workers (ours; the paper does not give its number); the
-    steady-state mean lag is `W / rollout_prompts` whatever the generation time"""
-    generation_time: str = "constant"
-    """schedule "workers": how long a group takes, "constant" (`time_scale`),
-    "length_proportional" (`time_scale * L`, `L` = the group's mean response length over
-    `length_unit_tokens`: long answers arrive late) or "exponential" (mean `time_scale`)"""
-    time_scale: float = 1.0
-    """schedule "workers": the constant duration, the rate per unit of `L`, or the exponential
-    mean (clock units; the clock is the generation-time model's)"""
-    update_time: float = 0.0
-    """schedule "workers": clock time of one learner update (0: instantaneous)"""
     # -- sampling ----------------------------------------------------------------------------------
     temperature: float = 1.0
     """rollout temperature (1.0, B.1); the engine's log-probs are those of the tempered
@@ -258,19 +237,33 @@ class TrainConfig(MethodSettings):
         self.eval_benchmarks = tuple(self.eval_benchmarks)
         self.eval_decodings = tuple(self.eval_decodings)
         self.log_to = tuple(self.log_to)
+        # every check raises `ValueError("TrainConfig.<field>=<value>: <why>")`, in field order
+        self._check_run_and_task()
+        self._check_batches()
+        check_schedule_fields(self, updates_per_batch=self.inner_steps, accepts_callables=False)
+        if not self.length_unit_tokens > 0:
+            raise self._bad("length_unit_tokens", "must be > 0")
+        self._check_sampling_and_method()
+        self._check_optimisation_and_hardware()
+        self._check_evaluation_and_logging()
 
-        def bad(name: str, why: str) -> ValueError:
-            return config_error(self, name, why)
+    def _bad(self, name: str, why: str) -> ValueError:
+        return config_error(self, name, why)
 
+    def _check_run_and_task(self) -> None:
+        """The run directory, the initial policy, the method's name, the task and the warm-up."""
+        bad = self._bad
         if not self.out:
             raise bad("out", "must name the run directory")
+        if self.seed < 0:
+            raise bad("seed", "must be >= 0 (the root of the run's random streams)")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
                 "TrainConfig: give exactly one of model (a local model directory) and tiny_model "
                 f"(build a tiny Qwen3), got model={self.model!r}, tiny_model={self.tiny_model!r}"
             )
         try:
-            spec = get_method(self.method)
+            get_method(self.method)
         except ValueError as err:
             raise bad("method", f"must be a registered method {method_names()}") from err
         check_choice(self, "task", TASKS)
@@ -283,15 +276,19 @@ class TrainConfig(MethodSettings):
             raise bad("sft_batch_size", "must be >= 1")
         if not self.sft_lr > 0:
             raise bad("sft_lr", "must be > 0")
+
+    def _check_batches(self) -> None:
+        """Groups, minibatches, micro-batches and the run length fit together."""
+        bad = self._bad
         if self.group_size < 2:
             raise bad("group_size", "must be >= 2 (group-relative advantages need G >= 2)")
-        if self.rollout_prompts < 1:
-            raise bad("rollout_prompts", "must be >= 1")
+        if self.num_groups < 1:
+            raise bad("num_groups", "must be >= 1")
         if self.inner_steps < 1:
             raise bad("inner_steps", "must be >= 1")
-        if self.rollout_prompts % self.inner_steps:
+        if self.num_groups % self.inner_steps:
             raise bad(
-                "rollout_prompts",
+                "num_groups",
                 f"a rollout batch of this many groups is not divisible into "
                 f"inner_steps={self.inner_steps} minibatches",
             )
@@ -299,7 +296,7 @@ class TrainConfig(MethodSettings):
             raise bad(
                 "groups_per_micro",
                 f"must be >= 1 and divide the minibatch of {self.minibatch_groups} groups "
-                "(rollout_prompts / inner_steps)",
+                "(num_groups / inner_steps)",
             )
         if self.total_steps < 1 or self.total_steps % self.inner_steps:
             raise bad(
@@ -307,44 +304,10 @@ class TrainConfig(MethodSettings):
                 f"must be >= 1 and a multiple of inner_steps={self.inner_steps} "
                 "(whole rollout batches)",
             )
-        check_choice(self, "schedule", SCHEDULE_NAMES)
-        if self.delay < 0:
-            raise bad("delay", "must be >= 0")
-        if self.delay % self.inner_steps:
-            raise bad(
-                "delay",
-                f"must be a multiple of inner_steps={self.inner_steps} (it counts learner updates "
-                "and the FIFO holds whole rollout batches of inner_steps updates each)",
-            )
-        check_delay_fits_run(self)
-        if self.schedule == "length_coupled" and self.delay:
-            raise bad("delay", "must be 0 with schedule 'length_coupled' (its lag is simulated)")
-        if not self.lam >= 0:
-            raise bad("lam", "must be >= 0")
-        if self.schedule == "workers":
-            if self.delay:
-                raise bad("delay", "must be 0 with schedule 'workers' (its lags are simulated)")
-            if self.inner_steps != 1:
-                raise bad(
-                    "inner_steps",
-                    "must be 1 with schedule 'workers' (each update takes the rollout_prompts "
-                    "earliest completed groups)",
-                )
-        if self.workers < 1:
-            raise bad("workers", "must be >= 1 (rollout workers W)")
-        check_choice(self, "generation_time", WORKER_GENERATION_TIMES)
-        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
-            raise bad("time_scale", "must be a finite number >= 0")
-        if self.generation_time == "exponential" and self.time_scale == 0:
-            raise bad("time_scale", "must be > 0 for exponential generation times")
-        if not (math.isfinite(self.update_time) and self.update_time >= 0):
-            raise bad("update_time", "must be a finite number >= 0 (0: an instantaneous learner)")
-        if self.update_time > 0 and self.time_scale == 0:
-            raise bad("time_scale", "must be > 0 when update_time > 0 (zero-time groups)")
-        if self.max_launches < 1:
-            raise bad("max_launches", "must be >= 1")
-        if not self.length_unit_tokens > 0:
-            raise bad("length_unit_tokens", "must be > 0")
+
+    def _check_sampling_and_method(self) -> None:
+        """Rollout sampling, the advantage, the method's constants, the behavior log-probs."""
+        bad = self._bad
         if not self.temperature > 0:
             raise bad("temperature", "must be > 0 (rollouts are sampled)")
         if not 0 < self.top_p <= 1:
@@ -353,10 +316,14 @@ class TrainConfig(MethodSettings):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
-        if spec.baseline is not None and self.advantage != "paper":
+        if self.spec.baseline is not None and self.advantage != "paper":
             raise bad("advantage", f"must be 'paper' for {self.method} (it uses its own baseline)")
         check_method_fields(self)
         check_choice(self, "behavior_logprobs", BEHAVIOR_SOURCES)
+
+    def _check_optimisation_and_hardware(self) -> None:
+        """The optimizer's settings, devices, dtypes and the learner's memory knobs."""
+        bad = self._bad
         if not self.lr > 0:
             raise bad("lr", "must be > 0")
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
@@ -379,6 +346,10 @@ class TrainConfig(MethodSettings):
         check_choice(self, "score_norms", SCORE_NORM_MODES)
         if self.score_norms == "in_backward" and not self.packed_sequences:
             raise bad("score_norms", "must be 'per_trajectory' when packed_sequences is False")
+
+    def _check_evaluation_and_logging(self) -> None:
+        """Evaluation cadence and size, checkpoints and metric sinks."""
+        bad = self._bad
         if self.eval_every < 0:
             raise bad("eval_every", "must be >= 0")
         if self.eval_limit is not None and self.eval_limit < 1:
@@ -404,8 +375,8 @@ class TrainConfig(MethodSettings):
 
     @property
     def minibatch_groups(self) -> int:
-        """Groups per optimizer update, `B = rollout_prompts / inner_steps`."""
-        return self.rollout_prompts // self.inner_steps
+        """Groups per optimizer update, `B = num_groups / inner_steps`."""
+        return self.num_groups // self.inner_steps
 
     @property
     def spec(self) -> MethodSpec:

@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed",
         type=int,
         default=S,
-        help="base sampling seed (0); chunk i of benchmark b samples with seed + 1000 b + i",
+        help="root sampling seed (0); chunk i of benchmark b samples from its own stream (b, i) "
+        "of this seed",
     )
     parser.add_argument(
         "--dtype",

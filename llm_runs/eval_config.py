@@ -15,7 +15,7 @@ from llm_runs.scoring import check_decimal_rel_tol
 
 DECODINGS: tuple[str, ...] = ("greedy", "sampled")
 # Prompts per engine call: one progress-bar step, and part of the sampling seed (chunk `i` of a
-# benchmark samples with `seed + i`), so changing it changes the samples.
+# benchmark has its own stream), so changing it changes the samples.
 EVAL_BATCH_SIZE = 64
 
 
@@ -57,7 +57,8 @@ class EvalConfig:
     batch_size: int = EVAL_BATCH_SIZE
     """prompts per engine call (a progress-bar step; part of the sampling seed)."""
     seed: int = 0
-    """base sampling seed; the chunk `i` of benchmark `b` uses `seed + 1000 * b + i`."""
+    """root sampling seed; the chunk `i` of benchmark `b` samples from stream `llm_evaluation`
+    of this seed at path `(b, i)` (`gmc_grpo.seeding`)."""
     dtype: str | None = None
     """model dtype, "float32", "bfloat16" or "float16"; None: the engine's default (vLLM:
     bfloat16 as in Appendix B.1; HF: float32)."""

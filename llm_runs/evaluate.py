@@ -37,6 +37,7 @@ from gmc_grpo.records import (
     to_json,
 )
 from gmc_grpo.runlock import locks_folder
+from gmc_grpo.seeding import base_seed, stream_seed
 from llm_runs import prompts as prompt_lib
 from llm_runs.checkpoint import resolve_model
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
@@ -80,7 +81,7 @@ def engine_for(config: EvalConfig, model_dir: Path) -> RolloutEngine:
         config.engine,
         model_dir,
         max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-        seed=config.seed,
+        seed=stream_seed(config.seed, "llm_engine"),
         dtype=config.dtype,
         device=config.device,
         gpu_memory_utilization=config.gpu_memory_utilization,
@@ -449,8 +450,8 @@ def run_eval(
                         ]
                         texts = [t for t, _ in truncated]
                         flags = [f for _, f in truncated]
-                        # benchmark b's chunk i samples with seed + 1000 b + i
-                        base_seed = config.seed + 1000 * list(BENCHMARKS).index(benchmark)
+                        # benchmark b's chunk i samples from stream llm_evaluation at (b, i)
+                        index = list(BENCHMARKS).index(benchmark)
                         for decoding in decodings:
                             t0 = time.time()
                             row, outputs = evaluate_one(
@@ -460,8 +461,10 @@ def run_eval(
                                 texts,
                                 flags,
                                 decoding,
-                                sampling_for_chunk=lambda i, b=benchmark, d=decoding, s=base_seed: (
-                                    sampling_for(config, b, d, s + i)
+                                sampling_for_chunk=lambda i, b=benchmark, d=decoding, k=index: (
+                                    sampling_for(
+                                        config, b, d, base_seed(config.seed, "llm_evaluation", k, i)
+                                    )
                                 ),
                                 batch_size=config.batch_size,
                                 description=f"{benchmark} {decoding}",

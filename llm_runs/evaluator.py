@@ -4,9 +4,9 @@ Every `eval_every` updates (and at 0 and at the end) the trainer calls `Evaluato
 which writes one `evals.jsonl` row per (eval set, decoding). The protocol is the one of
 `gmc-grpo llm eval` (`llm_runs.evaluate`: `sampling_config`, `evaluate_one`,
 `summarize_benchmark`), run on the training engine: task "math" scores with math-verify in
-chunks of `EVAL_BATCH_SIZE` prompts (chunk `i` of eval set `k` samples with seed
-`seed + 1000 k + i`, as `llm eval` does); task "arithmetic" scores by exact match in one engine
-call (seed `seed + 1000 k`).
+chunks of `EVAL_BATCH_SIZE` prompts (chunk `i` of eval set `k` samples from stream
+`llm_evaluation` of `seed` at path `(k, i)`, `gmc_grpo.seeding`, as `llm eval` does); task
+"arithmetic" scores by exact match in one engine call (path `(k, 0)`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gmc_grpo.records import RunWriter
+from gmc_grpo.seeding import base_seed
 from llm_runs.config import TrainConfig
 from llm_runs.eval_config import EVAL_BATCH_SIZE
 from llm_runs.evaluate import evaluate_one, sampling_config, summarize_benchmark
@@ -68,7 +69,7 @@ class Evaluator:
     def _exact(self, problems, prompts, decoding: str, index: int) -> dict[str, Any]:
         from llm_runs.arithmetic import exact_reward
 
-        sampling = self._sampling(decoding, self.config.seed + 1000 * index)
+        sampling = self._sampling(decoding, base_seed(self.config.seed, "llm_evaluation", index, 0))
         samples = self.engine.generate(prompts, sampling)
         correct = [
             [exact_reward(s.text, p.answer) > 0 for s in outs]
@@ -82,7 +83,7 @@ class Evaluator:
         )
 
     def _math(self, name: str, problems, prompts, decoding: str, index: int) -> dict[str, Any]:
-        base_seed = self.config.seed + 1000 * index
+        seed = self.config.seed
         row, _outputs = evaluate_one(
             self.engine,
             self.scorer,
@@ -90,7 +91,9 @@ class Evaluator:
             prompts,
             [False] * len(prompts),  # training prompts are cut silently by `Task.prompt`
             decoding,
-            sampling_for_chunk=lambda i: self._sampling(decoding, base_seed + i),
+            sampling_for_chunk=lambda i: self._sampling(
+                decoding, base_seed(seed, "llm_evaluation", index, i)
+            ),
             batch_size=EVAL_BATCH_SIZE,
             description=f"{name} {decoding}",
         )

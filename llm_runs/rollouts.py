@@ -1,6 +1,6 @@
 """The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
 
-`RolloutProducer.produce(version)` takes the next `rollout_prompts` problems of the training pool
+`RolloutProducer.produce(version)` takes the next `num_groups` problems of the training pool
 (consecutive slices of a seeded permutation per epoch, the "prompt stream"), samples `group_size` completions of
 each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
 engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.defaults import SEED_STRIDE
+from gmc_grpo.seeding import base_seed, torch_generator
 from llm_runs.batch import TrajectoryBatch, batch_logprobs
 from llm_runs.config import TrainConfig
 
@@ -36,33 +36,34 @@ from llm_runs.config import TrainConfig
 RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
 
 
-@dataclass
+def load_problems(config: TrainConfig) -> tuple[list[Any], dict[str, list[Any]]]:
+    """The task's `(training problems, {eval set name: problems})`; evaluation sets only when
+    `eval_every` is set (read before any compute, so a missing dataset stops the run early)."""
+    if config.task == "arithmetic":
+        from llm_runs.arithmetic import ArithmeticTask
+
+        train, held_out = ArithmeticTask(**config.arithmetic).problems()
+        evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
+        return train, evals
+    from llm_runs.data import load_benchmark, load_math_train
+
+    train, _report = load_math_train(config.data_dir)
+    if not train:
+        raise ValueError("the MATH training pool is empty: check --data-dir")
+    evals = {}
+    if config.eval_every:
+        for name in config.eval_benchmarks:
+            evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
+    return train, evals
+
+
+@dataclass(frozen=True)
 class Task:
-    """What the task decides: the training pool, the evaluation sets, the prompt, the stops."""
+    """What the task decides about a rollout: the prompt (math: cut at `max_prompt_tokens` with
+    the policy's `tokenizer`) and the stop strings. The problems come from `load_problems`."""
 
     config: TrainConfig
-    tokenizer: Any = None
-
-    def load_problems(self) -> tuple[list[Any], dict[str, list[Any]]]:
-        """`(training problems, {eval set name: problems})`; evaluation sets only when
-        `eval_every` is set."""
-        config = self.config
-        if config.task == "arithmetic":
-            from llm_runs.arithmetic import ArithmeticTask
-
-            train, held_out = ArithmeticTask(**config.arithmetic).problems()
-            evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
-            return train, evals
-        from llm_runs.data import load_benchmark, load_math_train
-
-        train, _report = load_math_train(config.data_dir)
-        if not train:
-            raise ValueError("the MATH training pool is empty: check --data-dir")
-        evals = {}
-        if config.eval_every:
-            for name in config.eval_benchmarks:
-                evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
-        return train, evals
+    tokenizer: Any
 
     def prompt(self, problem: str) -> str | list[int]:
         """The prompt of one problem (math: the two-shot prompt; one longer than
@@ -141,24 +142,25 @@ class RolloutProducer:
 
     def stream_indices(self, start: int, count: int) -> list[int]:
         """Problems at positions `[start, start + count)` of the run's prompt stream: consecutive
-        slices of seeded per-epoch permutations of the training pool."""
+        slices of per-epoch permutations of the training pool (stream `llm_data_order` of
+        `gmc_grpo.seeding`, path `(epoch,)`)."""
         n = len(self.problems)
         out = []
         for k in range(start, start + count):
             epoch, pos = divmod(k, n)
             if epoch not in self._perms:
-                gen = torch.Generator().manual_seed(self.config.seed * SEED_STRIDE + epoch)
+                gen = torch_generator(self.config.seed, "llm_data_order", epoch)
                 self._perms = {epoch: torch.randperm(n, generator=gen).tolist()}
             out.append(self._perms[epoch][pos])
         return out
 
     def prompt_indices(self, launch: int) -> list[int]:
         """Problems of batch launch `launch`: stream positions `[launch B, (launch + 1) B)`."""
-        r = self.config.rollout_prompts
+        r = self.config.num_groups
         return self.stream_indices(launch * r, r)
 
     def produce(self, model: torch.nn.Module, version: int) -> TrajectoryBatch:
-        """A rollout batch of `rollout_prompts` groups of the learner's policy at `version`
+        """A rollout batch of `num_groups` groups of the learner's policy at `version`
         (`model` holds its weights): the next batch launch, stream positions `[l B, (l + 1) B)`.
 
         With `behavior_logprobs="learner"` or `learner_logprobs_at_generation`, the learner's
@@ -166,7 +168,7 @@ class RolloutProducer:
         """
         launch = self.launches
         self.launches += 1
-        r = self.config.rollout_prompts
+        r = self.config.num_groups
         return self._produce(model, version, launch * r, r, f"launch {launch}")
 
     def produce_groups(
@@ -211,8 +213,9 @@ class RolloutProducer:
             top_p=config.top_p,
             max_tokens=config.max_completion_tokens,
             stop=self.task.stop,
-            # one stream per sample across the whole run: stream position k's samples start at k G
-            seed=config.seed * SEED_STRIDE + start * g,
+            # one stream per sample across the whole run: stream position k's sample j has seed
+            # base + k G + j (`llm_sampling`'s 62-bit base; `engines.base.sample_seed`)
+            seed=base_seed(config.seed, "llm_sampling") + start * g,
         )
         samples = self.engine.generate([self.task.prompt(p.problem) for p in problems], sampling)
         batch = self._to_batch(samples, problems, indices, version, what)

@@ -49,8 +49,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.configs import resolve_aliases
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
 from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
+from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval
 
 #: The paired comparisons of the analysis, `(a, b)` for `a - b`: the paper's ordering under delay
@@ -204,11 +206,18 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_suite_file(config: SuiteConfig) -> None:
+    from llm_runs.config import TrainConfig
+
     path = Path(config.out) / SUITE_FILE
     base = {k: v for k, v in config.base.items() if k not in PER_RUN_FIELDS}
     if path.is_file():
         stored = json.loads(path.read_text())
-        if json.loads(json.dumps(stored.get("base"))) != json.loads(json.dumps(base)):
+        check_seeding(stored.get("seeding"), str(Path(config.out)), what="suite")
+        # a suite written before a field was renamed holds its old name (`FIELD_ALIASES`)
+        before = resolve_aliases(TrainConfig, stored.get("base") or {})
+        if json.loads(json.dumps(before)) != json.loads(
+            json.dumps(resolve_aliases(TrainConfig, base))
+        ):
             raise ValueError(
                 f"{path} holds a suite with another base config; choose another --out (a suite "
                 "may only add seeds, methods or delays)"
@@ -228,6 +237,7 @@ def _check_suite_file(config: SuiteConfig) -> None:
             "cells": cells,
             "share": config.share,
             "final_fraction": config.final_fraction,
+            "seeding": SEEDING,
             "environment": environment_info(),
         },
     )

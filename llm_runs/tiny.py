@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from gmc_grpo.filemodes import give_plain_mode
+from gmc_grpo.seeding import stream_seed
 
 EOS_TOKEN = "<|endoftext|>"
 UNK_TOKEN = "<unk>"
@@ -93,7 +94,8 @@ def build_tiny_qwen3(
     """Write a random-init `Qwen3ForCausalLM` and its tokenizer into `directory`; return the path.
 
     The same arguments give the same weights: every matrix is drawn from `N(0, init_std^2)` after
-    `torch.manual_seed(seed)` (the global RNG state is restored afterwards); norm gains are 1.
+    `torch.manual_seed` with stream `llm_model_init` of `seed` (`gmc_grpo.seeding`; the global
+    RNG state is restored afterwards); norm gains are 1.
     Keep `head_dim=64` for vLLM on a CPU: its attention kernel refuses 16 (64 is known to work). `init_std` is larger than Qwen3's 0.02 so that the random
     policy is far from uniform (its log-probs vary across tokens), which makes log-prob checks
     meaningful. The vocabulary size is the tokenizer's (`len(tokenizer)`).
@@ -128,7 +130,7 @@ def build_tiny_qwen3(
     )
     rng_state = torch.random.get_rng_state()
     try:
-        torch.manual_seed(seed)
+        torch.manual_seed(stream_seed(seed, "llm_model_init"))
         model = Qwen3ForCausalLM(config).to(torch.float32)
         with torch.no_grad():
             # Norm gains stay at 1 (the init); every matrix gets N(0, init_std^2) from this seed.

@@ -23,7 +23,7 @@ minibatches of whole groups, each one optimizer update; one row per update goes 
 
 **Rollout workers** (`schedule="workers"`, §2.2 and Figure 1; `gmc_grpo.staleness.WorkerSchedule`):
 the schedule asks for ONE group per launch, from the snapshot current at that launch, and the
-learner takes the `rollout_prompts` earliest completed groups. The consumed groups are joined into
+learner takes the `num_groups` earliest completed groups. The consumed groups are joined into
 one `TrajectoryBatch` whose `behavior_version` is `[B]`: each group keeps the engine log-probs its
 own snapshot recorded, the learner's ratio uses them group by group and A-3PO gets each group's
 lag (`TrajectoryBatch.version_lag`). The launches of one `schedule.next` call all use the same
@@ -74,6 +74,7 @@ from typing import Any
 
 import torch
 
+from gmc_grpo.configs import resolve_aliases
 from gmc_grpo.records import (
     METRIC_NAMES,
     RunWriter,
@@ -84,13 +85,8 @@ from gmc_grpo.records import (
 from gmc_grpo.resume import ResumeRequest, check_resume_config
 from gmc_grpo.runlock import run_lock
 from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
-from gmc_grpo.staleness import (
-    FixedDelaySchedule,
-    LengthCoupledSchedule,
-    ScheduleConfig,
-    lag_statistics,
-    make_schedule,
-)
+from gmc_grpo.seeding import check_seeding, stream_seed
+from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
@@ -102,8 +98,11 @@ from llm_runs.models import (
     resolve_placement,
     transformers_progress,
 )
-from llm_runs.rollouts import RewardFn, RolloutProducer, Task
+from llm_runs.rollouts import RewardFn, RolloutProducer, Task, load_problems
 from llm_runs.sinks import MetricSinks
+
+# `summary.json`'s `reward_first_10pct` / `reward_last_10pct` average a tenth of the updates
+SUMMARY_PARTS = 10
 
 
 class Trainer:
@@ -153,8 +152,7 @@ class Trainer:
             check_model_dir(config.model)
         self.placement = resolve_placement(config)
         check_learner(config, self.placement, self.notice)  # optimizer, precision: before compute
-        self.task = Task(config)
-        self.train_problems, self.eval_sets = self.task.load_problems()
+        self.train_problems, self.eval_sets = load_problems(config)
         self.sinks = MetricSinks(config)
 
     def _check_resume(self) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
@@ -168,22 +166,24 @@ class Trainer:
                 f"resume=True but {self.out} holds no checkpoint and no run (config.json is "
                 "missing): start without --resume, or point --out at the run's folder"
             )
+        if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
+            check_seeding(payload.get("seeding"), str(self.out))
         fields = [f.name for f in dataclasses.fields(TrainConfig)]
         old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
         if old is None:  # checkpoints of older versions: the run's config.json
             stored = payload.get("config")
-            if not isinstance(stored, dict) or "rollout_prompts" not in stored:
+            if not isinstance(stored, dict) or "inner_steps" not in stored:
                 raise ValueError(
                     f"{self.out} holds another kind of run (its config.json is not an `llm "
                     "train` config): choose another --out"
                 )
-            old = {k: v for k, v in stored.items() if k in fields}
+            old = {k: v for k, v in resolve_aliases(TrainConfig, stored).items() if k in fields}
             if "resolved_learner_device" not in stored:
                 # written before the resolved placement had keys of its own: it overwrote these
                 for key in ("learner_device", "engine_device", "learner_dtype"):
                     old.pop(key, None)
         changes = check_resume_config(
-            old,
+            resolve_aliases(TrainConfig, old),  # records written before a rename
             dataclasses.asdict(self.config),
             free=RESUME_FREE_FIELDS,
             request=self.request,
@@ -202,25 +202,56 @@ class Trainer:
 
     def _setup(self) -> None:
         """Model, learner, schedule, engine, producer and evaluator; restore a checkpoint."""
-        config, placement = self.config, self.placement
+        config = self.config
         state = ckpt.load_checkpoint(self.resume_from) if self.resume_from else None
         if state is not None:
             model_dir = state["model_dir"]
         else:
             model_dir = initial_model_dir(
-                config, self.out, placement.learner_device, self.train_problems, self.notice
+                config, self.out, self.placement.learner_device, self.train_problems, self.notice
             )
         self.tokenizer, self.model = load_policy(
-            model_dir, placement, config.gradient_checkpointing
+            model_dir, self.placement, config.gradient_checkpointing
         )
-        self.task.tokenizer = self.tokenizer
+        task = Task(config, self.tokenizer)
+        self.learner = self._make_learner()
+        self.schedule = make_schedule(config, self.schedule_context())
+        self.step, launches = 0, 0
+        if state is not None:
+            launches = self._restore(state)
+        engine = self._make_engine(model_dir)
+        self.scorer = None
+        if config.reward == "math_verify" or (self.eval_sets and config.task == "math"):
+            from llm_runs.scoring import Scorer
+
+            self.scorer = Scorer()
+        pad = self.tokenizer.pad_token_id
+        self.rollouts = RolloutProducer(
+            config,
+            engine,
+            task,
+            self.train_problems,
+            pad_id=int(pad if pad is not None else 0),
+            reward_fn=self.reward_fn,
+            scorer=self.scorer,
+            engine_version=self.step,
+            launches=launches,
+            cache=self._rollout_cache(),
+        )
+        self._prefetched: deque[TrajectoryBatch] = deque()
+        self._launch_budget = 0
+        self.evaluator = Evaluator(config, self.eval_sets, engine, task, self.scorer)
+
+    def _make_learner(self) -> Learner:
+        """The optimizer, its warm-up + cosine schedule and the method's learner."""
+        config = self.config
         optimizer, self.optimizer_name = make_optimizer(
             self.model.parameters(),
             kind=config.optimizer,
             lr=config.lr,
             betas=config.betas,  # type: ignore[arg-type]
             weight_decay=config.weight_decay,
-            device=placement.learner_device,
+            device=self.placement.learner_device,
             notice=self.notice,
         )
         warmup = warmup_steps_for(config.total_steps, config.warmup_ratio)
@@ -242,89 +273,55 @@ class Trainer:
             micro_batch_tokens=config.micro_batch_tokens,
             score_norms=config.score_norms,
         )
-        self.learner = Learner(self.model, optimizer, scheduler, settings)
-        self.schedule = self._make_schedule()
-        self.step, launches = 0, 0
-        if state is not None:
-            optimizer.load_state_dict(state["optimizer"])
-            rebuild_lr_schedule(optimizer, scheduler, state["scheduler"], config.lr)
-            self.schedule.load_state_dict(state["schedule"])
-            if self.learner.method_state is not None:
-                device = placement.learner_device
-                self.learner.method_state.load_state_dict(
-                    {
-                        k: None if v is None else v.to(device)
-                        for k, v in state["method_state"].items()
-                    }
-                )
-            ckpt.set_rng_state(*state["rng"])
-            self.step = state["step"]
-            launches = int(state["counters"]["launches"])
-            self.notice(f"resumed from {self.resume_from} at step {self.step}")
-        engine = self._make_engine(model_dir)
-        cache = None
-        if config.cache_dir is not None:
-            from llm_runs.cache import RolloutCache, initial_policy_key, rollout_key
+        return Learner(self.model, optimizer, scheduler, settings)
 
-            overrides = {
-                "reward_fn": getattr(self.reward_fn, "__qualname__", None),
-                "engine_factory": getattr(self.engine_factory, "__qualname__", None),
-                "placement": repr(placement),
-            }
-            key = rollout_key(
-                config, initial_policy_key(config, placement.learner_device), overrides
-            )
-            cache = RolloutCache(config.cache_dir, key)
-        self.scorer = None
-        if config.reward == "math_verify" or (self.eval_sets and config.task == "math"):
-            from llm_runs.scoring import Scorer
-
-            self.scorer = Scorer()
-        pad = self.tokenizer.pad_token_id
-        self.rollouts = RolloutProducer(
-            config,
-            engine,
-            self.task,
-            self.train_problems,
-            pad_id=int(pad if pad is not None else 0),
-            reward_fn=self.reward_fn,
-            scorer=self.scorer,
-            engine_version=self.step,
-            launches=launches,
-            cache=cache,
-        )
-        self._prefetched: deque[TrajectoryBatch] = deque()
-        self._launch_budget = 0
-        self.evaluator = Evaluator(config, self.eval_sets, engine, self.task, self.scorer)
-
-    def _make_schedule(self) -> Any:
+    def schedule_context(self) -> ScheduleContext:
+        """What the schedule gets besides the config's schedule fields: `B`, the updates per
+        rollout batch, `L` of an item (its mean response length in `length_unit_tokens`) and the
+        schedule's own seed."""
         config = self.config
-        if config.schedule == "fixed_delay":
-            # `delay` counts learner updates; the FIFO holds rollout batches of `inner_steps`
-            # updates each (TrainConfig checks that `delay` is a multiple of `inner_steps`)
-            return FixedDelaySchedule(config.delay // config.inner_steps)
-        if config.schedule == "length_coupled":
-            return LengthCoupledSchedule(
-                self._length_of,
-                lam=config.lam,
-                max_launches=config.max_launches,
-                length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
+        return ScheduleContext(
+            groups_per_batch=config.num_groups,
+            updates_per_batch=config.inner_steps,
+            length_of=self._length_of,
+            length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
+            seed=stream_seed(config.seed, "llm_schedule"),
+        )
+
+    def _restore(self, state: dict[str, Any]) -> int:
+        """Load a checkpoint's optimizer, learning-rate schedule, staleness schedule, method
+        state and RNG; returns the producer's launch counter."""
+        learner, device = self.learner, self.placement.learner_device
+        learner.optimizer.load_state_dict(state["optimizer"])
+        rebuild_lr_schedule(
+            learner.optimizer, learner.scheduler, state["scheduler"], self.config.lr
+        )
+        self.schedule.load_state_dict(state["schedule"])
+        if learner.method_state is not None:
+            learner.method_state.load_state_dict(
+                {k: None if v is None else v.to(device) for k, v in state["method_state"].items()}
             )
-        if config.schedule == "workers":
-            return make_schedule(
-                ScheduleConfig(
-                    name="workers",
-                    num_workers=config.workers,
-                    groups_per_update=config.rollout_prompts,
-                    generation_time=config.generation_time,
-                    time_scale=config.time_scale,
-                    update_time=config.update_time,
-                    seed=config.seed,
-                    length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
-                ),
-                length_of=self._length_of,
-            )
-        raise ValueError(f"the LLM trainer cannot build schedule {config.schedule!r} yet")
+        ckpt.set_rng_state(*state["rng"])
+        self.step = state["step"]
+        self.notice(f"resumed from {self.resume_from} at step {self.step}")
+        return int(state["counters"]["launches"])
+
+    def _rollout_cache(self) -> Any:
+        """The shared cache of version-0 rollouts (`cache_dir`), or None."""
+        config = self.config
+        if config.cache_dir is None:
+            return None
+        from llm_runs.cache import RolloutCache, initial_policy_key, rollout_key
+
+        overrides = {
+            "reward_fn": getattr(self.reward_fn, "__qualname__", None),
+            "engine_factory": getattr(self.engine_factory, "__qualname__", None),
+            "placement": repr(self.placement),
+        }
+        key = rollout_key(
+            config, initial_policy_key(config, self.placement.learner_device), overrides
+        )
+        return RolloutCache(config.cache_dir, key)
 
     def _length_of(self, batch: TrajectoryBatch) -> float:
         """`L` of a batch (or of one group): mean response length in units of
@@ -341,7 +338,7 @@ class Trainer:
             config.engine,
             model_dir,
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=config.seed,
+            seed=stream_seed(config.seed, "llm_engine"),
             dtype=self.placement.engine_dtype,
             device=str(self.placement.engine_device),
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
@@ -358,7 +355,7 @@ class Trainer:
         return self.rollouts.produce(self.model, version)
 
     def generate_group(self, version: int) -> TrajectoryBatch:
-        """ONE group from the current policy, for the worker schedule (one call per launch).
+        """ONE group from the current policy, for a schedule of groups (one call per launch).
 
         The launches of one `schedule.next` call all use the snapshot of `version`, and at least
         `_launch_budget` of them are known in advance (`W` at the start, then the groups missing
@@ -376,15 +373,12 @@ class Trainer:
         return self._prefetched.popleft()
 
     def next_batches(self) -> list[TrajectoryBatch]:
-        """The batches the schedule hands the learner at the current step (worker schedule: the
-        `B` consumed groups joined into one batch, each with its own behavior version)."""
-        if self.config.schedule != "workers":
-            return [entry.batch for entry in self.schedule.next(self.step, self.generate)]
+        """The batches the schedule hands the learner at the current step (a schedule of groups:
+        the `B` consumed groups joined into one batch, each with its own behavior version)."""
         schedule = self.schedule
-        started = schedule.started
-        self._launch_budget = (0 if started else schedule.num_workers) + max(
-            0, schedule.groups_per_update - len(schedule.buffer)
-        )
+        if schedule.item == "batch":
+            return [entry.batch for entry in schedule.next(self.step, self.generate)]
+        self._launch_budget = schedule.launches_ahead()
         entries = schedule.next(self.step, self.generate_group)
         self._launch_budget = 0
         assert not self._prefetched, "prefetched groups left over (launch budget overestimated)"
@@ -404,7 +398,7 @@ class Trainer:
             "staleness/lag_max": int(lags.max()),
             "staleness/behavior_version": int(minibatch.behavior_version.min()),
         }
-        if self.config.schedule == "workers":  # groups of one batch carry their own lags
+        if self.schedule.item == "group":  # groups of one batch carry their own lags
             row["staleness/lag_min"] = int(lags.min())
             row["staleness/lag_std"] = float(lags.double().std(unbiased=False))
         learner_at_behavior = minibatch.learner_logprobs
@@ -527,17 +521,13 @@ class Trainer:
         batch has the batch's lag."""
         if not self.schedule.realised_lags:
             return None
-        per_batch = self.schedule.lags_per_batch
-        if self.config.schedule != "workers":
-            groups = self.config.rollout_prompts
-            per_batch = [[lag for lag in batch for _ in range(groups)] for batch in per_batch]
-        return lag_statistics(per_batch)
+        return lag_statistics(self.schedule.group_lags(self.config.num_groups))
 
     def _summary(self, seconds: float) -> dict[str, Any]:
         rows = read_jsonl(self.out / "metrics.jsonl")
         rewards = [r["reward/mean"] for r in rows]
         lags = [r["staleness/lag"] for r in rows]
-        k = max(1, len(rows) // 10)
+        k = max(1, len(rows) // SUMMARY_PARTS)
         return {
             "steps": self.step,
             "method": self.config.method,

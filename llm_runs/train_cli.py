@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import read_json_config
-from gmc_grpo.staleness import SCHEDULE_NAMES
-from llm_runs.config import WORKER_GENERATION_TIMES, TrainConfig
+from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
+from llm_runs.config import TrainConfig
 from llm_runs.engines.factory import ENGINES
 from llm_runs.recipes import config_from_values, load_recipe
 from llm_runs.suite import SuiteConfig
@@ -55,6 +55,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--method", help="a registered method: grpo, tic, gmc, vcpo, gac, a3po, is, or your own"
     )
+    _add_schedule_arguments(parser)
+    _add_suite_arguments(parser)
+    parser.add_argument("--steps", type=int, help="total optimizer updates")
+    parser.add_argument(
+        "--seed", type=int, help="seed of the data order, the rollouts and the warm-up"
+    )
+    parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
+    _add_resume_arguments(parser)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any TrainConfig field (VALUE parsed as JSON, else taken as a string)",
+    )
+
+
+def _add_schedule_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the shared schedule fields (`gmc_grpo.staleness.ScheduleSettings`)."""
     parser.add_argument(
         "--delay",
         type=int,
@@ -64,17 +84,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--schedule",
-        choices=SCHEDULE_NAMES,
         help="staleness schedule: fixed_delay (FIFO of D batches), length_coupled (simulated "
-        "pipeline) or workers (W rollout workers, one group each; a batch mixes lags)",
+        "pipeline), workers (W rollout workers, one group each; a batch mixes lags) or one "
+        "registered by a module named in GMC_GRPO_SCHEDULES (docs/schedules.md)",
     )
-    parser.add_argument("--workers", type=int, help="schedule workers: rollout workers W")
+    parser.add_argument(
+        "--workers", type=int, help="schedule workers: rollout workers W (field num_workers)"
+    )
     parser.add_argument(
         "--generation-time",
-        choices=WORKER_GENERATION_TIMES,
+        choices=CONFIG_GENERATION_TIMES,
         help="schedule workers: how long a group takes (constant; length_proportional: "
         "time-scale x mean response length / length_unit_tokens; exponential)",
     )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        help="schedule workers: the constant duration, the time per unit of L, or the "
+        "exponential mean (1.0)",
+    )
+    parser.add_argument(
+        "--update-time", type=float, help="schedule workers: clock time of one update (0)"
+    )
+    parser.add_argument(
+        "--lam",
+        type=float,
+        help="schedule length_coupled: lambda of tau_ready = tau_launch + lam L (28, B.1)",
+    )
+
+
+def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
     suite = parser.add_argument_group(
         "suite over seeds and methods (any of these runs one `llm train` per cell into OUT/"
         "<method>_d<D>_seed<s>/, then the paired analysis OUT/suite_summary.{json,md})"
@@ -94,11 +133,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not share the initial policy and its rollouts between runs (OUT/cache)",
     )
-    parser.add_argument("--steps", type=int, help="total optimizer updates")
-    parser.add_argument(
-        "--seed", type=int, help="seed of the data order, the rollouts and the warm-up"
-    )
-    parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
+
+
+def _add_resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resume",
         action="store_true",
@@ -121,14 +158,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD",
         help="with --resume: accept a changed TrainConfig FIELD (repeatable; e.g. "
         "learner_device when moving a run to other hardware); recorded in the run's history",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="override any TrainConfig field (VALUE parsed as JSON, else taken as a string)",
     )
 
 
@@ -164,8 +193,11 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
         "seed": args.seed,
         "engine": args.engine,
         "schedule": args.schedule,
-        "workers": args.workers,
+        "num_workers": args.workers,
         "generation_time": args.generation_time,
+        "time_scale": args.time_scale,
+        "update_time": args.update_time,
+        "lam": args.lam,
     }
     values.update({k: v for k, v in flags.items() if v is not None})
     if args.model is not None:

@@ -150,7 +150,7 @@ def llm_run(tmp_path_factory) -> Path:
         task="arithmetic",
         reward="exact",
         arithmetic={"max_operand": 5, "num_train": 12, "num_eval": 4},
-        rollout_prompts=2,
+        num_groups=2,
         group_size=2,
         total_steps=2,
         max_prompt_tokens=32,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import config_error, read_json_config
+from gmc_grpo.seeding import stream_seed
 from toy_mdps.mdp import REWARD_KINDS, TokenMDP
 from toy_mdps.policies import POLICY_CLASSES
 
@@ -37,7 +38,7 @@ class ProblemFields:
     pattern_length: int = 2
     """length of each prompt's target pattern"""
     mdp_seed: int = 0
-    """seed of the target patterns"""
+    """seed of the target patterns (stream `toy_mdp` of `gmc_grpo.seeding`)"""
     policy: str = "tabular"
     """`"tabular"` softmax or `"loglinear"` (shared features)"""
     init_scale: float = 1.0
@@ -61,10 +62,13 @@ def check_problem_fields(config: Any) -> None:
         raise config_error(config, "policy", f"must be one of {POLICY_NAMES}")
     if not config.init_scale >= 0:
         raise config_error(config, "init_scale", "must be >= 0")
+    if config.mdp_seed < 0:
+        raise config_error(config, "mdp_seed", "must be >= 0 (the root of the MDP's stream)")
 
 
 def make_mdp(config: Any) -> TokenMDP:
-    """The `TokenMDP` of a toy config."""
+    """The `TokenMDP` of a toy config; its patterns come from stream `toy_mdp` of `mdp_seed`
+    (`gmc_grpo.seeding`)."""
     return TokenMDP(
         num_prompts=config.num_prompts,
         vocab_size=config.vocab_size,
@@ -72,7 +76,7 @@ def make_mdp(config: Any) -> TokenMDP:
         reward=config.reward,
         reward_scale=config.reward_scale,
         pattern_length=config.pattern_length,
-        seed=config.mdp_seed,
+        seed=stream_seed(config.mdp_seed, "toy_mdp"),
     )
 
 

@@ -13,17 +13,18 @@ from hypothesis import strategies as st
 
 from gmc_grpo.staleness import (
     GENERATION_TIME_NAMES,
-    SCHEDULE_NAMES,
     ConstantTime,
     ExponentialTime,
     FixedDelaySchedule,
     LengthCoupledSchedule,
     LengthProportionalTime,
     SampledTime,
-    ScheduleConfig,
+    ScheduleContext,
+    ScheduleSettings,
     WorkerSchedule,
     lag_statistics,
     make_schedule,
+    schedule_names,
 )
 
 
@@ -467,26 +468,30 @@ def test_all_three_schedules_report_the_same_statistics():
 
 
 def test_schedule_names_and_factory():
-    assert SCHEDULE_NAMES == ("fixed_delay", "length_coupled", "workers")
+    assert schedule_names()[:3] == ("fixed_delay", "length_coupled", "workers")
     assert GENERATION_TIME_NAMES == ("constant", "length_proportional", "exponential", "sampled")
-    fixed = make_schedule(ScheduleConfig(name="fixed_delay", delay=2))
+    fixed = make_schedule(ScheduleSettings(schedule="fixed_delay", delay=2))
     assert isinstance(fixed, FixedDelaySchedule) and fixed.delay == 2
+    # `delay` counts updates; with 2 updates per rollout batch the FIFO holds half as many
+    halved = make_schedule(
+        ScheduleSettings(schedule="fixed_delay", delay=4), ScheduleContext(updates_per_batch=2)
+    )
+    assert halved.delay == 2
     coupled = make_schedule(
-        ScheduleConfig(name="length_coupled", lam=3.0, max_launches=7, batches_per_update=2),
-        length_of=float,
+        ScheduleSettings(schedule="length_coupled", lam=3.0, max_launches=7),
+        ScheduleContext(length_of=float, length_unit="tokens"),
     )
     assert isinstance(coupled, LengthCoupledSchedule)
-    assert (coupled.lam, coupled.max_launches, coupled.batches_per_update) == (3.0, 7, 2)
+    assert (coupled.lam, coupled.max_launches, coupled.batches_per_update) == (3.0, 7, 1)
+    assert coupled.length_unit == "tokens" and coupled.state_dict()["length_unit"] == "tokens"
     workers = make_schedule(
-        ScheduleConfig(
-            name="workers",
+        ScheduleSettings(
+            schedule="workers",
             num_workers=3,
-            groups_per_update=2,
             generation_time="length_proportional",
             time_scale=1.0,
-            length_unit="tokens",
         ),
-        length_of=_length,
+        ScheduleContext(groups_per_batch=2, length_of=_length, length_unit="tokens"),
     )
     assert isinstance(workers, WorkerSchedule)
     assert workers.generation_time.describe() == {
@@ -504,13 +509,14 @@ def test_schedule_names_and_factory():
         2,
     ]
     exponential = make_schedule(
-        ScheduleConfig(name="workers", generation_time="exponential", time_scale=2.0, seed=9)
+        ScheduleSettings(schedule="workers", generation_time="exponential", time_scale=2.0),
+        ScheduleContext(seed=9),
     )
     assert exponential.generation_time.describe() == {"model": "exponential", "mean": 2.0}
     assert (exponential.num_workers, exponential.groups_per_update, exponential.seed) == (16, 8, 9)
     sampled = make_schedule(
-        ScheduleConfig(name="workers", generation_time="sampled"),
-        draw_time=lambda rng, g: 1.0 + rng.random(),
+        ScheduleSettings(schedule="workers", generation_time="sampled"),
+        ScheduleContext(draw_time=lambda rng, g: 1.0 + rng.random()),
     )
     assert sampled.generation_time.describe()["model"] == "sampled"
     sampled.next(0, lambda v: v)
@@ -520,29 +526,106 @@ def test_schedule_names_and_factory():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"name": "fifo"}, r"ScheduleConfig.name='fifo' must be one of \('fixed_delay'"),
-        ({"delay": -1}, r"ScheduleConfig.delay=-1 must be an integer >= 0; e.g. delay=32"),
-        ({"lam": float("nan")}, r"ScheduleConfig.lam=nan must be a finite number >= 0"),
-        ({"num_workers": 0}, r"ScheduleConfig.num_workers=0 must be an integer >= 1"),
-        ({"groups_per_update": 0}, r"ScheduleConfig.groups_per_update=0 must be an integer"),
-        ({"generation_time": "gamma"}, r"ScheduleConfig.generation_time='gamma' must be one"),
+        ({"schedule": "fifo"}, r"ScheduleSettings.schedule='fifo': must be one of \('fixed_delay'"),
+        ({"delay": -1}, r"ScheduleSettings.delay=-1: must be an integer >= 0 \(e.g. delay=32\)"),
+        ({"lam": float("nan")}, r"ScheduleSettings.lam=nan: must be a finite number >= 0"),
+        ({"num_workers": 0}, r"ScheduleSettings.num_workers=0: must be an integer >= 1"),
+        ({"generation_time": "gamma"}, r"ScheduleSettings.generation_time='gamma': must be one"),
         (
             {"generation_time": "exponential", "time_scale": 0.0},
-            r"ScheduleConfig.time_scale=0.0 must be > 0 for exponential",
+            r"ScheduleSettings.time_scale=0.0: must be > 0 for exponential",
         ),
-        ({"update_time": -0.5}, r"ScheduleConfig.update_time=-0.5 must be a finite number"),
-        ({"seed": 1.5}, r"ScheduleConfig.seed=1.5 must be an integer >= 0"),
+        ({"update_time": -0.5}, r"ScheduleSettings.update_time=-0.5: must be a finite number"),
+        (
+            {"update_time": 1.0, "time_scale": 0.0},
+            r"ScheduleSettings.time_scale=0.0: must be > 0 when update_time > 0",
+        ),
+        (
+            {"schedule": "workers", "delay": 4},
+            r"ScheduleSettings.delay=4: must be 0 with schedule 'workers'",
+        ),
     ],
 )
-def test_schedule_config_errors_name_the_field(kwargs, match):
+def test_schedule_settings_errors_name_the_field(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        ScheduleConfig(**kwargs)
+        ScheduleSettings(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"groups_per_batch": 0}, r"ScheduleContext.groups_per_batch=0: must be an integer"),
+        ({"updates_per_batch": 0}, r"ScheduleContext.updates_per_batch=0: must be an integer"),
+        ({"seed": 1.5}, r"ScheduleContext.seed=1.5: must be an integer >= 0"),
+    ],
+)
+def test_schedule_context_errors_name_the_field(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ScheduleContext(**kwargs)
 
 
 def test_make_schedule_asks_for_the_callables_it_needs():
     with pytest.raises(ValueError, match=r"schedule 'length_coupled' needs length_of"):
-        make_schedule(ScheduleConfig(name="length_coupled"))
+        make_schedule(ScheduleSettings(schedule="length_coupled"))
     with pytest.raises(ValueError, match=r"generation_time 'length_proportional' needs length_of"):
-        make_schedule(ScheduleConfig(name="workers", generation_time="length_proportional"))
+        make_schedule(ScheduleSettings(schedule="workers", generation_time="length_proportional"))
     with pytest.raises(ValueError, match=r"generation_time 'sampled' needs draw_time"):
-        make_schedule(ScheduleConfig(name="workers", generation_time="sampled"))
+        make_schedule(ScheduleSettings(schedule="workers", generation_time="sampled"))
+
+
+# -- what every schedule answers (`Schedule`): no caller reads the internals ------------------
+
+
+def _counting(generate):
+    calls = []
+
+    def counted(version):
+        calls.append(version)
+        return generate(version)
+
+    return counted, calls
+
+
+@pytest.mark.parametrize("update_time", [0.0, 0.7])
+def test_worker_launches_ahead_is_what_the_next_call_launches(update_time):
+    """`launches_ahead()` is `W` (first call) plus the relaunches a full batch needs: exact with
+    an instantaneous learner, a lower bound when groups also complete during an update."""
+    schedule = WorkerSchedule(
+        num_workers=5,
+        groups_per_update=3,
+        generation_time=ExponentialTime(1.0),
+        update_time=update_time,
+        seed=2,
+    )
+    generate, calls = _counting(Groups(seed=3))
+    for version in range(30):
+        ahead, before = schedule.launches_ahead(), len(calls)
+        schedule.next(version, generate)
+        made = len(calls) - before
+        assert made == ahead if update_time == 0 else made >= ahead
+    assert schedule.item == "group" and schedule.groups_per_item(8) == 1
+    assert schedule.pending == len(schedule.pending_entries()) == 5 + len(schedule.buffer)
+    assert [e.launch_index for e in schedule.pending_entries()] == [
+        e["launch_index"] for e in schedule.state_dict()["in_flight"]
+    ]
+    assert schedule.group_lags(8) == schedule.lags_per_batch  # groups: one lag each
+    assert schedule.length_unit is None  # exponential times read no length
+
+
+def test_batch_schedules_answer_the_same_questions():
+    fixed = FixedDelaySchedule(3)
+    generate, calls = _counting(lambda v: {"version": v})
+    assert (fixed.item, fixed.groups_per_item(8), fixed.launches_ahead()) == ("batch", 8, 4)
+    fixed.next(0, generate)
+    assert len(calls) == 4 and fixed.launches_ahead() == 1
+    assert [e.behavior_version for e in fixed.pending_entries()] == [0, 0, 0]
+    for version in range(1, 5):
+        fixed.next(version, generate)
+    assert fixed.group_lags(2) == [[0, 0], [1, 1], [2, 2], [3, 3], [3, 3]]
+    assert fixed.length_unit is None
+    coupled = LengthCoupledSchedule(lambda b: 2.0, lam=1.5, length_unit="tokens")
+    assert coupled.launches_ahead() == 1 and coupled.length_unit == "tokens"
+    coupled.next(0, generate)
+    # the warm-up launched until the first batch was ready: the others are still in flight
+    assert [e.launch_index for e in coupled.pending_entries()] == list(range(1, coupled.launches))
+    assert coupled.launches_ahead() == (0 if coupled._visible() else 1)

@@ -33,7 +33,7 @@ def tiny_config(out, **overrides: Any) -> TrainConfig:
         task="arithmetic",
         reward="exact",
         arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 8},
-        rollout_prompts=4,
+        num_groups=4,
         group_size=4,
         groups_per_micro=2,
         total_steps=4,

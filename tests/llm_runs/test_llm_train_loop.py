@@ -82,7 +82,7 @@ def test_d0_inner_steps_split_one_batch_into_minibatches(tmp_path):
     config = tiny_config(
         tmp_path / "run",
         method="gmc",
-        rollout_prompts=4,
+        num_groups=4,
         inner_steps=2,
         groups_per_micro=1,
         total_steps=4,
@@ -117,7 +117,7 @@ def test_vcpo_and_gac_hooks_are_logged(tmp_path, method):
         method=method,
         delay=1,
         total_steps=3,
-        rollout_prompts=2,
+        num_groups=2,
         group_size=3,
         groups_per_micro=1,
     )
@@ -145,10 +145,10 @@ def test_missing_model_directory(tmp_path):
     ("overrides", "message"),
     [
         ({"group_size": 1}, "group_size=1: must be >= 2"),
-        ({"rollout_prompts": 6, "inner_steps": 4}, "not divisible into inner_steps=4"),
+        ({"num_groups": 6, "inner_steps": 4}, "not divisible into inner_steps=4"),
         ({"groups_per_micro": 3}, "groups_per_micro=3"),
         ({"method": "ppo"}, "method='ppo': must be a registered method"),
-        ({"total_steps": 5, "inner_steps": 2, "rollout_prompts": 4}, "multiple of inner_steps"),
+        ({"total_steps": 5, "inner_steps": 2, "num_groups": 4}, "multiple of inner_steps"),
         ({"schedule": "length_coupled", "delay": 4}, "delay=4: must be 0"),
         ({"sft_steps": 5, "task": "math", "reward": "math_verify"}, "sft_steps"),
         ({"micro_batch_tokens": -1}, "micro_batch_tokens=-1: must be >= 0"),

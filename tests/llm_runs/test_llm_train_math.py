@@ -26,7 +26,7 @@ def math_config(out, model_dir, **overrides) -> TrainConfig:
         task="math",
         data_dir=str(DATA),
         reward="math_verify",
-        rollout_prompts=2,
+        num_groups=2,
         group_size=2,
         groups_per_micro=1,
         total_steps=2,

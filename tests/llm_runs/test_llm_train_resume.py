@@ -26,7 +26,7 @@ def config(out, **overrides) -> TrainConfig:
         task="arithmetic",
         reward="exact",
         arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 6},
-        rollout_prompts=3,
+        num_groups=3,
         group_size=3,
         groups_per_micro=1,
         total_steps=7,
@@ -57,7 +57,7 @@ def strip(rows):
         {
             "method": "a3po",
             "schedule": "workers",
-            "workers": 5,
+            "num_workers": 5,
             "generation_time": "exponential",
             "update_time": 0.3,
         },

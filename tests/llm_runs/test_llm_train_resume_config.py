@@ -19,6 +19,7 @@ from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # n
 
 from gmc_grpo.records import RecordSchemaError, read_json, read_jsonl  # noqa: E402
 from gmc_grpo.resume import ResumeConfigError, ResumeRequest  # noqa: E402
+from gmc_grpo.staleness import make_schedule  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
@@ -28,7 +29,7 @@ BASE = dict(
     task="arithmetic",
     reward="exact",
     arithmetic={"max_operand": 9, "num_train": 40, "num_eval": 6},
-    rollout_prompts=2,
+    num_groups=2,
     group_size=3,
     total_steps=6,
     lr=3e-3,
@@ -155,10 +156,10 @@ def test_resume_before_the_first_checkpoint_restarts_from_step_zero(finished, tm
 def test_delay_counts_learner_updates_with_inner_steps():
     """D = 4 with inner_steps = 2: each rollout batch is first used 4 updates after its policy
     (its second minibatch 5); the FIFO holds 2 batches. Before, it held 4 batches: lag 8."""
-    two = dict(rollout_prompts=2, inner_steps=2, checkpoint_every=0)
+    two = dict(num_groups=2, inner_steps=2, checkpoint_every=0)
     cfg = config(Path("unused"), **two, delay=4, total_steps=12)
     trainer = Trainer(cfg, reward_fn=even_first_char, notice=quiet)
-    assert trainer._make_schedule().delay == 2
+    assert make_schedule(cfg, trainer.schedule_context()).delay == 2
     with pytest.raises(ValueError, match=r"delay=3: must be a multiple of inner_steps=2"):
         config(Path("x"), **two, delay=3, total_steps=12)
     with pytest.raises(ValueError, match=r"delay=12: must be smaller than total_steps=12"):
@@ -167,7 +168,7 @@ def test_delay_counts_learner_updates_with_inner_steps():
 
 def test_realised_lags_with_inner_steps_two(tmp_path):
     out = tmp_path / "run"
-    cfg = config(out, rollout_prompts=2, inner_steps=2, delay=4, total_steps=12, checkpoint_every=0)
+    cfg = config(out, num_groups=2, inner_steps=2, delay=4, total_steps=12, checkpoint_every=0)
     train(cfg, reward_fn=even_first_char, notice=quiet)
     lags = [r["staleness/lag"] for r in read_jsonl(out / "metrics.jsonl")]
     # warm-up: two batches of the initial policy (updates 0-3), then each batch is consumed

@@ -28,7 +28,7 @@ def workers_config(out, **overrides) -> TrainConfig:
         max_completion_tokens=6,
         method="a3po",
         schedule="workers",
-        workers=7,
+        num_workers=7,
         generation_time="length_proportional",
         length_unit_tokens=1.0,
     )
@@ -199,9 +199,9 @@ def test_batch_versions_concat_trim_and_old_checkpoints():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"inner_steps": 2, "rollout_prompts": 4, "total_steps": 6}, "inner_steps=2"),
+        ({"inner_steps": 2, "num_groups": 4, "total_steps": 6}, "inner_steps=2"),
         ({"delay": 3}, "delay=3"),
-        ({"workers": 0}, "workers=0"),
+        ({"num_workers": 0}, "num_workers=0"),
         ({"generation_time": "sampled"}, "generation_time='sampled'"),
         ({"update_time": 1.0, "time_scale": 0.0}, "time_scale=0.0"),
     ],

@@ -62,7 +62,7 @@ LLM_TRAIN = {
     "arithmetic": {"max_operand": 5, "num_train": 24, "num_eval": 4},
     "sft_steps": 30,
     "sft_batch_size": 8,
-    "rollout_prompts": 3,
+    "num_groups": 3,
     "group_size": 3,
     "total_steps": 6,
     "lr": 3e-3,

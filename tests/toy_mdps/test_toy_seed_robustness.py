@@ -4,7 +4,15 @@ second set of MDP, parameter and sampling seeds give the same verdicts as on the
 Compared: every ordering of the quick experiments (holds / not significant / does not hold),
 whether each eps* cell has a significantly interior optimum, and each sweep claim as holding at
 every grid point, at none, or at some (the pointwise claim "GMC's relative bias below TIC's"
-holds at 7 of 12 stale points on the default seeds and 6 on the second set: both "partly").
+holds at 4 of 12 stale points on the default seeds and 5 on the second set: both "partly").
+
+Two orderings are seed-dependent (`SEED_DEPENDENT`): with the hand-mixed seeds of earlier versions
+both seed sets agreed on them; with the streams of `gmc_grpo.seeding` (the same seed values) the
+convergence ordering at D = 64 is "not significant" on the default seeds (TIC - GRPO 0.0001
+[-0.0000, 0.0003]) and "holds" on the second set, and the mean-J gap "holds" on the default seeds
+(0.054 [0.039, 0.069]) and is "not significant" on the second set. They are reported as not
+established at the quick sizes (README); the test checks that every other verdict agrees and that
+these two are the only ones that differ.
 
 Slow (the two quick sweeps and the two quick training sets: about 10 minutes on one core of the
 2-core machine). Run with `pytest -m slow tests/toy_mdps/test_toy_seed_robustness.py`.
@@ -22,6 +30,11 @@ from toy_mdps.cli import main
 from toy_mdps.train.config import QUICK_EXPERIMENTS
 
 SECOND_SEEDS = ["--mdp-seed", "1", "--init-seed", "1", "--seed", "1"]
+# orderings whose verdict differs between the two seed sets (module docstring)
+SEED_DEPENDENT = {
+    "GMC <= TIC <= GRPO, (1/N) sum ||grad J||^2, D = 64",
+    "larger G helps GMC more than TIC (mean J over training, G=4 -> 32)",
+}
 
 
 def sweep_verdicts(summary: dict[str, Any]) -> dict[str, str]:
@@ -65,4 +78,7 @@ def test_quick_verdicts_are_the_same_on_a_second_seed_set(tmp_path: Path) -> Non
         )
         runs[label] = (sweep_verdicts(read_json(sweep / "summary.json")), train_verdicts(train))
     assert runs["default"][0] == runs["second"][0]
-    assert runs["default"][1] == runs["second"][1]
+    default, second = runs["default"][1], runs["second"][1]
+    assert default.keys() == second.keys()
+    differing = {claim for claim in default if default[claim] != second[claim]}
+    assert differing <= SEED_DEPENDENT, differing - SEED_DEPENDENT

@@ -49,8 +49,9 @@ def test_learner_state_round_trips_and_continues_identically(
     """Whatever `AsyncLearner.state_dict()` returns (queued batches, generators, GAC's previous
     gradient, length-coupled in-flight batches) is restored exactly: both learners then take
     the same steps."""
+    delay = 3 if schedule == "fixed_delay" else 0  # the length-coupled lags are simulated
     cfg = TrainConfig(
-        **TINY, method=method, schedule=schedule, delay=3, lam=1.0, total_steps=9, seeds=[0, 4]
+        **TINY, method=method, schedule=schedule, delay=delay, lam=1.0, total_steps=9, seeds=[0, 4]
     )
     learner = AsyncLearner(cfg)
     for _ in range(4):

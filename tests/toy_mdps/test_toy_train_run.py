@@ -47,8 +47,8 @@ WORKERS = dict(num_workers=5, generation_time="length_proportional", time_scale=
 @pytest.mark.parametrize(
     ("method", "schedule", "extra"),
     [
-        ("gmc", "fixed_delay", {}),
-        ("gac", "fixed_delay", {}),
+        ("gmc", "fixed_delay", {"delay": 3}),
+        ("gac", "fixed_delay", {"delay": 3}),
         ("vcpo", "length_coupled", {}),
         ("a3po", "workers", {**WORKERS, "drift_max_lag": 4}),
         ("gmc", "workers", {**WORKERS, "generation_time": "exponential", "update_time": 0.3}),
@@ -61,7 +61,6 @@ def test_killed_run_resumes_to_identical_records(
         **TINY,
         method=method,
         schedule=schedule,
-        delay=3,
         lam=1.0,
         total_steps=12,
         seeds=[0, 1],

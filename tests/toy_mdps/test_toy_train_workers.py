@@ -207,3 +207,13 @@ def test_worker_config_errors_name_the_field() -> None:
     with pytest.raises(ValueError, match=r"TrainConfig.drift_max_lag=-1"):
         TrainConfig(drift_max_lag=-1)
     assert math.isfinite(TrainConfig(schedule="workers").time_scale)
+
+
+def test_a_delay_under_a_schedule_that_does_not_read_it_is_refused():
+    """One check for both tracks (`gmc_grpo.staleness.check_schedule_fields`): a nonzero delay
+    would be recorded beside lags that do not depend on it."""
+    for schedule in ("length_coupled", "workers"):
+        with pytest.raises(
+            ValueError, match=rf"TrainConfig.delay=3: must be 0 with schedule '{schedule}'"
+        ):
+            TrainConfig(schedule=schedule, delay=3)

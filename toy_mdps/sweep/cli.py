@@ -46,10 +46,14 @@ _OVERRIDES: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--init-seed": (
         "init_seed",
         int,
-        "seed of the learning problems: replicate s draws theta_0 (and the direct mode's "
-        "direction) from seed s + init_seed * 1000003",
+        "seed of the learning problems: replicate s draws theta_0, the direct mode's direction "
+        "and the trajectory noise from three streams of this seed (gmc_grpo.seeding)",
     ),
-    "--seed": ("run_seed", int, "sampling seed: mixed into every cell's minibatch generator"),
+    "--seed": (
+        "run_seed",
+        int,
+        "sampling seed: the root of every cell's minibatch stream (gmc_grpo.seeding)",
+    ),
 }
 
 

@@ -12,7 +12,6 @@ from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
 from gmc_grpo.defaults import (
     A3PO_MASK_THRESHOLD,
     PAPER_CAP_EPS,
-    SEED_STRIDE,
     TOKEN_CLIP,
     VCPO_TRUNCATION,
 )
@@ -101,11 +100,11 @@ class SweepConfig(ProblemFields):
     """replicates; replicate `s` has its own `theta_0`, perturbation direction and samples"""
     init_seed: int = 0
     """seed of the learning problems: replicate `s` draws `theta_0`, the direct mode's
-    perturbation direction and the reference trajectory's noise from seed
-    `s + init_seed * SEED_STRIDE` (`init_seed = 0`: seed `s`)"""
+    perturbation direction and the reference trajectory's noise from three streams of this seed
+    (`sweep_theta0`, `sweep_direction`, `sweep_trajectory` of `gmc_grpo.seeding`, path `(s,)`)"""
     run_seed: int = 0
-    """sampling seed: mixed into the seed of every cell's minibatch generator (`run_seed = 0`
-    keeps the streams of earlier versions)"""
+    """sampling seed: the root of every cell's minibatch stream (`sweep_cell`, path
+    `(s, staleness index, G)`)"""
     num_minibatches: int = 400
     """`M` independent minibatches per grid point"""
     confidence: float = 0.95
@@ -154,16 +153,15 @@ class SweepConfig(ProblemFields):
             raise bad("group_sizes", "must be non-empty, each >= 2 (advantages need G >= 2)")
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
         check_method_fields(self)
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise bad("seeds", "must be non-empty without duplicates")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise bad("seeds", "must be non-empty, without duplicates, each >= 0")
+        for name in ("run_seed", "init_seed"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0 (the root of random streams, gmc_grpo.seeding)")
         if self.num_minibatches < 3:
             raise bad("num_minibatches", "must be >= 3 (jackknife intervals)")
         if not 0 < self.confidence < 1:
             raise bad("confidence", "must be in (0, 1)")
-
-    def problem_seed(self, seed: int) -> int:
-        """The seed of replicate `seed`'s `theta_0`, direction and trajectory noise."""
-        return seed + self.init_seed * SEED_STRIDE
 
     def quick_sizes(self) -> SweepConfig:
         """This config at the sizes of `configs/quick.json` (`--quick --config FILE`): at most as

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.defaults import PAPER_CAP_EPS, SEED_STRIDE
+from gmc_grpo.defaults import PAPER_CAP_EPS
 from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
 from gmc_grpo.records import (
     RecordsExistError,
@@ -37,6 +37,7 @@ from gmc_grpo.records import (
 )
 from gmc_grpo.resume import ResumeConfigError, config_differences
 from gmc_grpo.runlock import locks_folder
+from gmc_grpo.seeding import check_seeding, stream_seed
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
 from toy_mdps.exact import (
     coverage_constant,
@@ -151,22 +152,19 @@ def grid_points(config: SweepConfig) -> Iterator[tuple[int, int, float, int, str
 
 
 def _cell_seed(seed: int, staleness_index: int, group_size: int, run_seed: int = 0) -> int:
-    """The generator seed of one grid cell: the replicate seed strides by `SEED_STRIDE`, the
-    staleness index by the prime 10,007 and the group size by 101 (distinct for every cell of
-    grids with fewer than 100 group sizes per staleness value); a nonzero `run_seed` (the
-    sampling seed) is mixed in by one multiply-add with the prime 2^31 - 1; `% 2**62` keeps it
-    valid."""
-    base = seed * SEED_STRIDE + staleness_index * 10_007 + group_size * 101
-    if run_seed:
-        base = base * 2_147_483_647 + run_seed * SEED_STRIDE + 1
-    return base % (2**62)
+    """The generator seed of one grid cell `(replicate, staleness, G)`: stream `sweep_cell` of
+    `gmc_grpo.seeding` under `run_seed` (every cell of every grid its own stream)."""
+    return stream_seed(run_seed, "sweep_cell", seed, staleness_index, group_size)
 
 
 def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache: dict) -> tuple:
     """`(theta, theta_behavior, version_lag)` for a seed and staleness value."""
     policy = make_policy(mdp, config.policy)
-    problem_seed = config.problem_seed(seed)
-    theta0 = policy.random_parameters(problem_seed, config.init_scale)
+    # three streams: before, one seed served all three, so the first noise step and the direct
+    # mode's direction were parallel to theta_0 (the same standard normal draws)
+    theta0 = policy.random_parameters(
+        stream_seed(config.init_seed, "sweep_theta0", seed), config.init_scale
+    )
     if config.behavior == "trajectory":
         if seed not in cache:
             cache[seed] = reference_trajectory(
@@ -175,13 +173,18 @@ def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache
                 config.trajectory_steps,
                 config.lr,
                 noise_std=config.trajectory_noise,
-                seed=problem_seed,
+                seed=stream_seed(config.init_seed, "sweep_trajectory", seed),
                 policy=policy,
             )
         theta, theta_b = behavior_at_delay(cache[seed], int(staleness))
         return theta, theta_b, float(staleness)
     theta_b = perturb_to_kl(
-        mdp, theta0, float(staleness), seed=problem_seed, direction=config.direction, policy=policy
+        mdp,
+        theta0,
+        float(staleness),
+        seed=stream_seed(config.init_seed, "sweep_direction", seed),
+        direction=config.direction,
+        policy=policy,
     )
     return theta0, theta_b, float(config.direct_version_lag)
 
@@ -418,6 +421,7 @@ def run_sweep(
     run_dir = Path(run_dir)
     payload = None if fresh else read_run_config(run_dir)
     if payload is not None:
+        check_seeding(payload.get("seeding"), str(run_dir), what="sweep")
         previous = payload.get("config")
         if not isinstance(previous, dict) or "num_minibatches" not in previous:
             raise RecordsExistError(

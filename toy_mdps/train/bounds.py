@@ -48,6 +48,8 @@ import torch
 from torch import Tensor
 
 from gmc_grpo.estimators import coefficients
+from gmc_grpo.seeding import stream_seed
+from gmc_grpo.staleness import Schedule
 from toy_mdps.exact import response_token_logprobs
 from toy_mdps.statistics import (
     Estimates,
@@ -56,30 +58,23 @@ from toy_mdps.statistics import (
     sample_groups,
     summarise,
 )
-from toy_mdps.train.learner import AsyncLearner, batched_logits, generator_seed
-
-# Offset of the statistics' generators from the learner's (a prime; distinct streams).
-_STATISTICS_STREAM = 1_000_003
+from toy_mdps.train.learner import AsyncLearner, batched_logits
 
 
-def pending_versions(schedule: Any) -> list[int]:
-    """Behavior versions of the batches a schedule has launched and not handed out yet.
-
-    Reads the schedule's `state_dict()` (shallow): `queue` (fixed delay) or `in_flight`
-    (length-coupled, workers).
-    """
-    state = schedule.state_dict()
-    entries = state.get("queue", []) or state.get("in_flight", [])
-    return [int(e["behavior_version"]) for e in entries]
+def pending_versions(schedule: Schedule[Any]) -> list[int]:
+    """Behavior versions of the items a schedule has launched and not handed out yet."""
+    return [int(entry.behavior_version) for entry in schedule.pending_entries()]
 
 
 def statistics_seed(run_seed: int, seed: int, step: int) -> int:
     """Generator seed of the estimator statistics of `seed` at learner step `step`.
 
-    A fresh generator per recorded step: a resumed run draws the same samples, and the learner's
-    own generators are never touched.
+    A fresh generator per recorded step (stream `toy_statistics` of `gmc_grpo.seeding` at
+    `(seed, step)`): a resumed run draws the same samples, the learner's own generators are
+    never touched, and no step's stream is any learner's (the hand-mixed seeds before gave step
+    `k` of run seed `r` the learner stream of run seed `r + k + 1`).
     """
-    return (generator_seed(run_seed, seed) + (step + 1) * _STATISTICS_STREAM) % (2**62)
+    return stream_seed(run_seed, "toy_statistics", seed, step)
 
 
 def _group_lags(learner: AsyncLearner, rows: list[dict[str, Any]]) -> Tensor:

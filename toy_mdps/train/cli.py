@@ -44,7 +44,11 @@ def _optional_float(text: str) -> float | None:
 _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac, a3po or a registered one"),
     "--eps": ("eps", float, "cap 1 + eps of TIC and GMC (0.28)"),
-    "--schedule": ("schedule", str, "fixed_delay, length_coupled or workers"),
+    "--schedule": (
+        "schedule",
+        str,
+        "fixed_delay, length_coupled, workers or a registered one (GMC_GRPO_SCHEDULES)",
+    ),
     "--delay": ("delay", int, "D of the fixed-delay schedule"),
     "--lam": ("lam", float, "lambda of the length-coupled schedule (launches per token)"),
     "--workers": ("num_workers", int, "W rollout workers of the worker schedule (mean lag W/B)"),
@@ -82,7 +86,7 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--seed": (
         "run_seed",
         int,
-        "sampling seed: mixed with each learner seed (--seeds) into its generator",
+        "sampling seed: the root of each learner seed's (--seeds) streams (gmc_grpo.seeding)",
     ),
     "--bound-every": (
         "bound_every",
@@ -163,6 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     from gmc_grpo.resume import ResumeRequest
+    from gmc_grpo.staleness import get_schedule
     from toy_mdps.jobs import check_jobs
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
@@ -204,10 +209,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         overrides["total_steps"] = args.extend_to
     config = TrainConfig.from_dict(overrides)
     request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
-    if config.schedule == "workers":
-        name = f"{config.method}_W{config.num_workers}_{config.generation_time}"
-    else:
-        name = f"{config.method}_D{config.delay}"
+    name = f"{config.method}_{get_schedule(config.schedule).run_label(config)}"
     out = args.out or Path("runs") / "toy_train" / name
     _set_threads(args)
     from toy_mdps.train.run import train

@@ -12,11 +12,11 @@ from typing import Any
 
 from gmc_grpo.configs import (
     check_choice,
-    check_delay_fits_run,
     check_field_names,
     config_error,
     dataclass_from_dict,
 )
+from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -24,7 +24,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import GENERATION_TIME_NAMES, SCHEDULE_NAMES, ScheduleConfig
+from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.problem import (
     CONFIG_DIR,
@@ -35,8 +35,9 @@ from toy_mdps.problem import (
 )
 
 OPTIMIZERS = ("adam", "sgd")
-# generation-time models a config can name ("sampled" needs a Python callable: core API only)
-TOY_GENERATION_TIMES = tuple(g for g in GENERATION_TIME_NAMES if g != "sampled")
+# the toy learner's `lam` in launches per token: 4 gives a mean lag of about 15 steps on the
+# `K = 4, T = 5` MDP, 8 about 24 (the paper's 28 is in its own units of `L`)
+TOY_LAMBDA = 4.0
 LR_SCHEDULES = ("cosine", "constant")
 EXPERIMENT_KINDS = (
     "runs",
@@ -63,13 +64,16 @@ RESUME_FREE_FIELDS = ("checkpoint_every",)
 
 
 @dataclass
-class TrainConfig(ProblemFields, MethodSettings):
+class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     """One asynchronous toy learner, run for every seed in `seeds` at once (`gmc-grpo toy train`).
 
     The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
     `pattern_length`, `mdp_seed`, `policy`, `init_scale`) come from
-    `toy_mdps.problem.ProblemFields`, the method constants (`eps`, `clip_low`, `clip_high`,
-    `truncation`, `a3po_mask_threshold`, `vcpo_rho_ref`, `gac_low`, `gac_high`) from
+    `toy_mdps.problem.ProblemFields`, the schedule fields (`schedule`, `delay`, `lam`,
+    `max_launches`, `num_workers`, `generation_time`, `time_scale`, `update_time`) from
+    `gmc_grpo.staleness.ScheduleSettings` (the length `L` is in tokens: a batch's or a group's
+    mean response length), the method constants (`eps`, `clip_low`, `clip_high`, `truncation`,
+    `a3po_mask_threshold`, `vcpo_rho_ref`, `gac_low`, `gac_high`) from
     `gmc_grpo.methods.MethodSettings`, each documented there. The optimizer follows the LLM
     recipe of Appendix B.1, scaled to the toy problem.
     """
@@ -85,34 +89,13 @@ class TrainConfig(ProblemFields, MethodSettings):
     kind for every method (`loo`, `centered`, `std`; VCPO then keeps only its ESS step size and
     truncation)"""
     # -- batches and staleness (`gmc_grpo.staleness`) ----------------------------------------
-    num_groups: int = 8
-    """`B` groups per step (8, Appendix B.1)"""
+    num_groups: int = PAPER_GROUPS_PER_BATCH
+    """`B` groups per step (8, Appendix B.1); the worker schedule takes this many completed
+    groups per update"""
     group_size: int = 8
     """`G` responses per group (8, Appendix B.1)"""
-    schedule: str = "fixed_delay"
-    """`"fixed_delay"` (FIFO of `delay` batches, B.1), `"length_coupled"` (`tau_ready =
-    tau_launch + lam L`, B.1; `L` = the batch's mean response length in tokens, one clock tick
-    per launch) or `"workers"` (`num_workers` rollout workers, one group each, §2.2 / Figure 1:
-    every group carries its own behavior version and lag)"""
-    delay: int = 0
-    """`D` of the fixed-delay schedule"""
-    lam: float = 4.0
-    """`lambda` of the length-coupled schedule, in launches per token (paper: 28 in its own
-    units; 4 gives a mean lag of about 15 steps on the `K = 4, T = 5` MDP, 8 about 24)"""
-    max_launches: int = 400
-    """cap of launches per warm-up or refill (400, B.1)"""
-    num_workers: int = 16
-    """workers: `W` rollout workers; the steady-state mean lag is `W / num_groups` for every
-    generation-time model (`gmc_grpo.staleness.WorkerSchedule`; ours, the paper gives no `W`)"""
-    generation_time: str = "constant"
-    """workers: `"constant"` (every group takes `time_scale`), `"length_proportional"`
-    (`time_scale` x the group's mean response length in tokens, i.e. its generated tokens / G:
-    long answers arrive late) or `"exponential"` (mean `time_scale`, independent of the
-    group)"""
-    time_scale: float = 1.0
-    """workers: the constant duration, the clock time per token, or the exponential mean"""
-    update_time: float = 0.0
-    """workers: clock time of one learner update (0: instantaneous, the mean lag is `W / B`)"""
+    lam: float = field(default=TOY_LAMBDA, kw_only=True)
+    """the toy default of `ScheduleSettings.lam` (`TOY_LAMBDA`, launches per token)"""
     drift_max_lag: int = 0
     """record both sides of §2.2's delay-regularity condition for lags `1..drift_max_lag`
     (`||theta_n - theta_(n-t)||^2` given a group of lag `t`, and unconditionally); 0: off"""
@@ -139,7 +122,8 @@ class TrainConfig(ProblemFields, MethodSettings):
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 4])
     """independent learners, run at once (a leading seed dimension)"""
     run_seed: int = 0
-    """mixed with each seed into its generator's seed"""
+    """the root of every learner seed's streams (sampling, worker times, bound statistics:
+    `gmc_grpo.seeding`, path `(seed, ...)`)"""
     checkpoint_every: int = 50
     """steps between checkpoints (resumption)"""
     # -- bounds beside the measurements (`toy_mdps.train.bounds`, `theory.measured`) -----------
@@ -169,29 +153,7 @@ class TrainConfig(ProblemFields, MethodSettings):
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
         if self.group_size < 2:
             raise bad("group_size", "must be >= 2 (group advantages)")
-        check_choice(self, "schedule", SCHEDULE_NAMES)
-        if self.delay < 0:
-            raise bad("delay", "must be >= 0")
-        check_delay_fits_run(self)
-        if not (self.lam >= 0 and math.isfinite(self.lam)):
-            raise bad("lam", "must be finite and >= 0")
-        if self.max_launches < 1:
-            raise bad("max_launches", "must be >= 1")
-        if self.num_workers < 1:
-            raise bad("num_workers", "must be >= 1 (e.g. 16 rollout workers)")
-        check_choice(self, "generation_time", TOY_GENERATION_TIMES)
-        if not (math.isfinite(self.time_scale) and self.time_scale >= 0):
-            raise bad("time_scale", "must be finite and >= 0")
-        if self.generation_time == "exponential" and self.time_scale == 0:
-            raise bad("time_scale", "must be > 0 for exponential generation times (the mean)")
-        if not (math.isfinite(self.update_time) and self.update_time >= 0):
-            raise bad("update_time", "must be finite and >= 0 (0: an instantaneous learner)")
-        if self.update_time > 0 and self.time_scale == 0:
-            raise bad(
-                "time_scale",
-                "must be > 0 when update_time > 0 (zero-time groups would be relaunched without "
-                "end during an update)",
-            )
+        check_schedule_fields(self, accepts_callables=False)
         if self.drift_max_lag < 0:
             raise bad("drift_max_lag", "must be >= 0 (0 switches the drift record off)")
         check_choice(self, "optimizer", OPTIMIZERS)
@@ -208,8 +170,11 @@ class TrainConfig(ProblemFields, MethodSettings):
             raise bad("min_lr_ratio", "must be in [0, 1]")
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise bad("grad_clip", "must be > 0 or null")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-            raise bad("seeds", "must be non-empty without duplicates")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+            raise bad("seeds", "must be non-empty, without duplicates, each >= 0")
+        for name in ("run_seed", "init_seed"):
+            if getattr(self, name) < 0:
+                raise bad(name, "must be >= 0 (the root of random streams, gmc_grpo.seeding)")
         if self.checkpoint_every < 1:
             raise bad("checkpoint_every", "must be >= 1")
         if self.bound_every < 0:
@@ -246,32 +211,6 @@ class TrainConfig(ProblemFields, MethodSettings):
     def method_settings(self) -> MethodSettings:
         """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
         return MethodSettings.of(self)
-
-    def schedule_config(self, schedule_seed: int = 0) -> ScheduleConfig:
-        """The staleness schedule of one learner seed (`gmc_grpo.staleness.make_schedule`).
-
-        Batch schedules (`fixed_delay`, `length_coupled`) hand out whole batches of
-        `num_groups` groups; `workers` hands out single groups, `num_groups` per update.
-        `schedule_seed` seeds the worker schedule's own generator (its random durations).
-        """
-        if self.schedule == "length_coupled":
-            unit = "tokens (mean response length of the batch)"
-        else:
-            unit = "tokens (mean response length of the group)"
-        return ScheduleConfig(
-            name=self.schedule,
-            delay=self.delay,
-            lam=self.lam,
-            max_launches=self.max_launches,
-            batches_per_update=1,
-            length_unit=unit,
-            num_workers=self.num_workers,
-            groups_per_update=self.num_groups,
-            generation_time=self.generation_time,
-            time_scale=self.time_scale,
-            update_time=self.update_time,
-            seed=schedule_seed,
-        )
 
 
 @dataclass

@@ -27,9 +27,10 @@ different versions. Each group keeps the token log-probs of the snapshot it was 
 own snapshot, GMC's cap acts per group as always, and A-3PO gets each group's own lag
 (`last["lag"]` `[S, B]`).
 
-**Seeds and schedules (design).** Each seed owns its own `torch.Generator` (seeded from the run
-seed and the seed value) and its own schedule object whose items hold that seed's samples; the
-worker schedule's durations come from its own generator, seeded from the seed too, so two
+**Seeds and schedules (design).** Each seed owns its own `torch.Generator` (stream
+`toy_learner` of `gmc_grpo.seeding`, path `(seed,)` under the run seed) and its own schedule
+object whose items hold that seed's samples; the worker schedule's durations come from its own
+generator (stream `toy_schedule`, the same path), so two
 methods run on the same seed see the same lags under constant and exponential times (paired
 comparisons). Every tensor computation (exact quantities, sampling, log-probs, advantages,
 `psi`, gradients, metrics, optimizer) is one batched operation over `[S, ...]`; per seed remain
@@ -38,7 +39,8 @@ the schedules' bookkeeping, two generator calls per launch and the registry's pe
 or together with other seeds (a test checks it), so the vectorised run is a pure speed-up
 (`bench/bench_toy_seeds.py` measures how much).
 
-**Initial parameters.** All seeds start from the same `theta_0` (drawn with `init_seed`): the
+**Initial parameters.** All seeds start from the same `theta_0` (stream `toy_init` of
+`init_seed`): the
 seeds replicate the sampling noise of one learning problem, so averages over seeds estimate
 expectations of the stochastic learner (e.g. the IS learner at `D = 0` against exact gradient
 ascent).
@@ -75,11 +77,17 @@ import torch
 from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
-from gmc_grpo.defaults import SEED_STRIDE
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import get_method
 from gmc_grpo.schedules import cosine_lr, warmup_steps_for
-from gmc_grpo.staleness import Schedule, ScheduledBatch, make_schedule
+from gmc_grpo.seeding import SEEDING, check_seeding, stream_seed, torch_generator
+from gmc_grpo.staleness import (
+    Schedule,
+    ScheduleContext,
+    ScheduledBatch,
+    get_schedule,
+    make_schedule,
+)
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_policy
 from toy_mdps.train.config import TrainConfig
@@ -100,21 +108,16 @@ ITEM_KEYS = (
 
 
 def generator_seed(run_seed: int, seed: int) -> int:
-    """The seed of seed `seed`'s generator (independent of the other seeds of the run).
-
-    `run_seed` strides by `SEED_STRIDE`; 7,919 (a prime) spreads the seed values within a run,
-    17 keeps seed 0 of run 0 off the generator seed 0; `% 2**62` keeps it a valid seed.
-    """
-    return (run_seed * SEED_STRIDE + seed * 7_919 + 17) % (2**62)
+    """The seed of learner seed `seed`'s sampling generator: stream `toy_learner` of
+    `gmc_grpo.seeding` at path `(seed,)` under `run_seed` (independent of every other stream)."""
+    return stream_seed(run_seed, "toy_learner", seed)
 
 
 def schedule_seed(run_seed: int, seed: int) -> int:
-    """The seed of seed `seed`'s worker-schedule generator (numpy; its random durations).
-
-    Offset from `generator_seed` by the prime 104,729 so the two streams never share a seed;
-    it does not depend on the method, so methods run on one seed see the same durations.
-    """
-    return (generator_seed(run_seed, seed) + 104_729) % (2**62)
+    """The seed of learner seed `seed`'s worker-schedule generator (its random durations):
+    stream `toy_schedule` at `(seed,)`. It does not depend on the method, so methods run on one
+    seed see the same durations."""
+    return stream_seed(run_seed, "toy_schedule", seed)
 
 
 def lr_at(config: TrainConfig, step: int) -> float:
@@ -351,25 +354,24 @@ class AsyncLearner:
         self.config = config
         self.mdp = config.make_mdp()
         self.policy = make_policy(self.mdp, config.policy)
-        theta0 = self.policy.random_parameters(config.init_seed, config.init_scale)
+        theta0 = self.policy.random_parameters(
+            stream_seed(config.init_seed, "toy_init"), config.init_scale
+        )
         S = len(config.seeds)
         self.theta = theta0.unsqueeze(0).repeat(S, *([1] * theta0.dim())).contiguous()
         self.step = 0
         self.adam_m = torch.zeros_like(self.theta)
         self.adam_v = torch.zeros_like(self.theta)
-        self.generators = [
-            torch.Generator().manual_seed(generator_seed(config.run_seed, s)) for s in config.seeds
-        ]
+        self.generators = [torch_generator(config.run_seed, "toy_learner", s) for s in config.seeds]
         self._sampler: GroupSampler | None = None
-        self.schedules: list[Schedule] = [
-            make_schedule(
-                config.schedule_config(schedule_seed(config.run_seed, s)),
-                length_of=self._length_of,
-            )
-            for s in config.seeds
+        spec = get_schedule(config.schedule)
+        self.schedules: list[Schedule[dict[str, Tensor]]] = [
+            make_schedule(config, self._schedule_context(spec.item, s)) for s in config.seeds
         ]
         # groups per schedule item: whole batches, or one group per worker launch
-        self.groups_per_item = 1 if config.schedule == "workers" else config.num_groups
+        self.groups_per_item = self.schedules[0].groups_per_item(config.num_groups)
+        # the groups of one batch carry their own lags (rows record the batch's spread)
+        self.mixes_lags = spec.mixes_lags
         self.spec = get_method(config.method)
         self.settings = config.method_settings()
         edit = self.spec.gradient_edit
@@ -397,6 +399,17 @@ class AsyncLearner:
             }
 
     # -- schedules ------------------------------------------------------------------------------
+    def _schedule_context(self, item: str, seed: int) -> ScheduleContext:
+        """What seed `seed`'s schedule gets besides the config: `B`, the length of an item (its
+        mean response length in tokens) and the schedule's own seed."""
+        config = self.config
+        return ScheduleContext(
+            groups_per_batch=config.num_groups,
+            length_of=self._length_of,
+            length_unit=f"tokens (mean response length of the {item})",
+            seed=schedule_seed(config.run_seed, seed),
+        )
+
     def _length_of(self, item: dict[str, Tensor]) -> float:
         """`L` of an item for the length-dependent schedules: its mean response length in tokens
         (the batch's for the length-coupled schedule, B.1; the group's for length-proportional
@@ -438,61 +451,22 @@ class AsyncLearner:
 
     def train_step(self) -> list[dict[str, Any]]:
         """One update of every seed; returns one metrics row per seed (metrics at `theta_n`)."""
-        cfg, mdp = self.config, self.mdp
-        S, n = len(cfg.seeds), self.step
+        cfg, n = self.config, self.step
         exact = self.current_exact()
         batch, lag = self._consume(exact)  # lag: [S, B], each group's own
-
-        responses = batch["responses"]  # [S, B, G]
-        states = mdp.response_states[responses]  # [S, B, G, T]
-        tokens = mdp.response_tokens[responses]
-        mask = mdp.response_mask[responses]
-        seed_idx = torch.arange(S).view(S, 1, 1, 1)
-        lp = exact.log_table[seed_idx, states, tokens]
-        lp = torch.where(mask, lp, torch.zeros_like(lp))
-        lb = batch["behavior_token_logprobs"]  # each group's own snapshot
-        rewards = mdp.rewards[responses]  # [S, B, G]
-        log_ratio = (lp - lb).sum(dim=-1)  # [S, B, G]
-
-        spec, settings = self.spec, self.settings
-        if spec.uses_baseline(cfg.advantage):
-            norms = None
-            if spec.baseline.needs_score_norms:  # type: ignore[union-attr]
-                norms = trajectory_score_norm_sq(self.policy, exact.log_table, states, tokens, mask)
-            advantages = spec.baseline.compute(rewards, log_ratio, norms, settings)  # type: ignore[union-attr]
-        else:
-            advantages = adv_lib.compute(rewards, spec.advantage_kind(cfg.advantage))  # type: ignore[arg-type]
+        tensors = self._batch_tensors(exact, batch)
+        log_ratio = tensors["log_ratio"]
+        spec = self.spec
+        advantages = self._advantages(exact, tensors)
         version_lag = lag.unsqueeze(-1).expand_as(log_ratio) if spec.needs_version_lag else None
-        loss = spec.loss_config(settings, max_length=cfg.max_length)
+        loss = spec.loss_config(self.settings, max_length=cfg.max_length)
+        lp, lb, mask = tensors["logprobs"], tensors["behavior_logprobs"], tensors["mask"]
         psi = gradient_weights(loss, lp, lb, advantages.to(lp.dtype), mask, version_lag=version_lag)
-        flat = states.numel() // S
-        logit_grad = batched_logit_gradient(
-            exact.log_table,
-            states.reshape(S, flat),
-            tokens.reshape(S, flat),
-            psi.reshape(S, flat),
-            exact.probs,
-        )
-        direction = self.policy.pullback(logit_grad).reshape(S, -1)  # [S, P]
-
-        raw_direction = direction
-        extra: dict[str, list[float]] = {}
-        if spec.gradient_edit is not None:
-            rows, infos = [], []
-            for s, state in enumerate(self.method_states):
-                projected, info = spec.gradient_edit.apply(direction[s], state, settings)
-                rows.append(projected)
-                infos.append(info)
-            direction = torch.stack(rows)
-            extra = {key: [info[key] for info in infos] for key in infos[0]}
-        scale = torch.ones(S, dtype=torch.float64)
-        if spec.step_scale is not None:
-            scale = torch.tensor(
-                [spec.step_scale.compute(log_ratio[s], settings) for s in range(S)],
-                dtype=torch.float64,
-            )
+        raw_direction = self._ascent_direction(exact, tensors, psi)
+        direction, extra = self._edit_direction(raw_direction)
+        scale = self._step_scales(log_ratio)
         self.last = {
-            "responses": responses,
+            "responses": tensors["responses"],
             "log_ratio": log_ratio,
             "lag": lag,
             "raw_direction": raw_direction,
@@ -507,13 +481,109 @@ class AsyncLearner:
             direction = direction * factor.unsqueeze(1)
         lr = lr_at(cfg, n) * scale  # [S]
         self._apply(direction, lr)
+        diag = minibatch_diagnostics(loss, log_ratio, psi, advantages, mask)
+        columns = self._columns(exact, batch, lag, tensors, diag)
+        columns.update({"optim/lr": lr.tolist(), "optim/grad_norm": grad_norm.tolist()})
+        columns.update(self._lag_columns(lag))
+        columns.update(extra)
+        return [
+            {"step": n, "seed": seed, **{key: values[s] for key, values in columns.items()}}
+            for s, seed in enumerate(cfg.seeds)
+        ]
 
-        # Diagnostics of the consumed batch (at theta_n), one list per metric.
+    def _batch_tensors(self, exact: ExactState, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The consumed responses' tokens and log-probs at `theta_n` and at their behavior
+        snapshots: `responses`, `rewards`, `log_ratio` `[S, B, G]`; `states`, `tokens`, `mask`,
+        `logprobs`, `behavior_logprobs` `[S, B, G, T]`."""
+        mdp, S = self.mdp, len(self.config.seeds)
+        responses = batch["responses"]  # [S, B, G]
+        states = mdp.response_states[responses]  # [S, B, G, T]
+        tokens = mdp.response_tokens[responses]
+        mask = mdp.response_mask[responses]
+        seed_idx = torch.arange(S).view(S, 1, 1, 1)
+        lp = exact.log_table[seed_idx, states, tokens]
+        lp = torch.where(mask, lp, torch.zeros_like(lp))
+        lb = batch["behavior_token_logprobs"]  # each group's own snapshot
+        return {
+            "responses": responses,
+            "states": states,
+            "tokens": tokens,
+            "mask": mask,
+            "logprobs": lp,
+            "behavior_logprobs": lb,
+            "rewards": mdp.rewards[responses],  # [S, B, G]
+            "log_ratio": (lp - lb).sum(dim=-1),  # [S, B, G]
+        }
+
+    def _advantages(self, exact: ExactState, tensors: dict[str, Tensor]) -> Tensor:
+        """`[S, B, G]`: the method's baseline hook (with exact score norms when it needs them),
+        or the advantage kind of `config.advantage`."""
+        spec, settings, cfg = self.spec, self.settings, self.config
+        rewards = tensors["rewards"]
+        if not spec.uses_baseline(cfg.advantage):
+            return adv_lib.compute(rewards, spec.advantage_kind(cfg.advantage))  # type: ignore[arg-type]
+        baseline = spec.baseline
+        assert baseline is not None
+        norms = None
+        if baseline.needs_score_norms:
+            norms = trajectory_score_norm_sq(
+                self.policy, exact.log_table, tensors["states"], tensors["tokens"], tensors["mask"]
+            )
+        return baseline.compute(rewards, tensors["log_ratio"], norms, settings)
+
+    def _ascent_direction(
+        self, exact: ExactState, tensors: dict[str, Tensor], psi: Tensor
+    ) -> Tensor:
+        """`g = sum psi grad log pi(y_t | s_t)` per seed, `[S, P]` (exact per-token scores)."""
+        states, S = tensors["states"], len(self.config.seeds)
+        flat = states.numel() // S
+        logit_grad = batched_logit_gradient(
+            exact.log_table,
+            states.reshape(S, flat),
+            tensors["tokens"].reshape(S, flat),
+            psi.reshape(S, flat),
+            exact.probs,
+        )
+        return self.policy.pullback(logit_grad).reshape(S, -1)  # [S, P]
+
+    def _edit_direction(self, direction: Tensor) -> tuple[Tensor, dict[str, list[float]]]:
+        """The method's gradient edit (GAC's projection) on each seed's direction, with the
+        edit's metrics per seed; the direction unchanged without one."""
+        edit = self.spec.gradient_edit
+        if edit is None:
+            return direction, {}
+        rows, infos = [], []
+        for s, state in enumerate(self.method_states):
+            projected, info = edit.apply(direction[s], state, self.settings)
+            rows.append(projected)
+            infos.append(info)
+        return torch.stack(rows), {key: [info[key] for info in infos] for key in infos[0]}
+
+    def _step_scales(self, log_ratio: Tensor) -> Tensor:
+        """`[S]` factors on the step size (VCPO's ESS factor; 1 without a step-scale hook)."""
+        S, hook = len(self.config.seeds), self.spec.step_scale
+        if hook is None:
+            return torch.ones(S, dtype=torch.float64)
+        return torch.tensor(
+            [hook.compute(log_ratio[s], self.settings) for s in range(S)], dtype=torch.float64
+        )
+
+    def _columns(
+        self,
+        exact: ExactState,
+        batch: dict[str, Tensor],
+        lag: Tensor,
+        tensors: dict[str, Tensor],
+        diag: dict[str, Tensor],
+    ) -> dict[str, list[Any]]:
+        """Diagnostics of the consumed batch (at `theta_n`), one list per metric (one value per
+        seed)."""
+        S = len(self.config.seeds)
+        log_ratio, rewards = tensors["log_ratio"], tensors["rewards"]
         prompts = batch["prompts"]  # [S, B]
         cur = exact.response_logprobs[torch.arange(S).view(S, 1), prompts]  # [S, B, n_x]
         beh = batch["behavior_prompt_logprobs"]
         kl = (cur.exp() * (cur - beh)).sum(dim=-1).clamp(min=0.0).mean(dim=-1)  # [S]
-        diag = minibatch_diagnostics(loss, log_ratio, psi, advantages, mask)
         columns: dict[str, list[Any]] = {
             "policy/objective": exact.objective.tolist(),
             "policy/grad_norm_sq": exact.grad_norm_sq.tolist(),
@@ -525,20 +595,21 @@ class AsyncLearner:
             "ratio/clipped_token_frac": _finite_or_none(diag["clipped_token_frac"]),
             "ratio/ess": effective_sample_sizes(log_ratio).tolist(),
             "ratio/log_max": log_ratio.reshape(S, -1).max(dim=1).values.tolist(),
-            "optim/lr": lr.tolist(),
-            "optim/grad_norm": grad_norm.tolist(),
             "reward/mean": rewards.reshape(S, -1).mean(dim=1).tolist(),
             "response/length_mean": batch["lengths"].double().reshape(S, -1).mean(dim=1).tolist(),
         }
-        if cfg.schedule == "workers":  # per-group lags: the batch's spread and its tau4 term
-            columns["staleness/lag_max"] = lag.max(dim=1).values.tolist()
-            columns["staleness/lag_min"] = lag.min(dim=1).values.tolist()
-            columns["staleness/lag4_mean"] = lag.pow(4).mean(dim=1).tolist()
-        columns.update(extra)
-        return [
-            {"step": n, "seed": seed, **{key: values[s] for key, values in columns.items()}}
-            for s, seed in enumerate(cfg.seeds)
-        ]
+        return columns
+
+    def _lag_columns(self, lag: Tensor) -> dict[str, list[float]]:
+        """When the groups of a batch carry their own lags (`[S, B]`): the batch's spread and its
+        `tau4` term per seed; nothing when a batch shares one lag."""
+        if not self.mixes_lags:
+            return {}
+        return {
+            "staleness/lag_max": lag.max(dim=1).values.tolist(),
+            "staleness/lag_min": lag.min(dim=1).values.tolist(),
+            "staleness/lag4_mean": lag.pow(4).mean(dim=1).tolist(),
+        }
 
     def _record_drift(self, lag: Tensor, length: Tensor) -> None:
         """Accumulate both sides of the delay-regularity condition at step `n` (module doc), and
@@ -632,6 +703,7 @@ class AsyncLearner:
         queued groups with their own tensors), RNG, the method's state and the drift record."""
         return {
             "config": self.config.to_dict(),
+            "seeding": SEEDING,
             "step": self.step,
             "theta": self.theta.clone(),
             "adam_m": self.adam_m.clone(),
@@ -643,6 +715,7 @@ class AsyncLearner:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        check_seeding(state.get("seeding"), "the learner state", what="checkpoint")
         if state["config"] != self.config.to_dict():
             raise ValueError("checkpoint was written by a different TrainConfig")
         self.step = int(state["step"])

@@ -5,7 +5,8 @@ run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row p
 seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
 `summary.json` (per-seed final `J(theta_N)`, the convergence metric
 `(1/N) sum_{n<N} ||grad J(theta_n)||^2`, the realised lag moments, and means with t-intervals
-over seeds; with the worker schedule also each seed's `lag_statistics` over its groups, and
+over seeds; when a batch mixes lags (the worker schedule) also each seed's `lag_statistics` over
+its groups, and
 with `drift_max_lag > 0` the delay-regularity record `delay_regularity`), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
 `AsyncLearner.state_dict()` returns -- parameters, Adam moments, schedules with their queued
 batches, generator states, the method's state -- through `gmc_grpo.checkpoints`, so nothing is
@@ -59,7 +60,8 @@ from gmc_grpo.records import (
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
 from gmc_grpo.runlock import locks_folder
-from gmc_grpo.staleness import lag_statistics
+from gmc_grpo.seeding import check_seeding
+from gmc_grpo.staleness import get_schedule, lag_statistics
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
@@ -147,6 +149,8 @@ def _run_state(
             "choose another --out"
         )
     checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
+        check_seeding(payload.get("seeding"), str(run_dir))
     state = read_state(checkpoint) if checkpoint is not None else None
     old = state["config"] if state is not None else previous
     defaults = TrainConfig().to_dict()
@@ -200,32 +204,18 @@ def train(
         _refuse_pickles(run_dir)
     learner = AsyncLearner(config)
     tracker = BoundTracker(learner) if config.bound_every > 0 else None
-    start = 0
     if resume and has_run:
-        state, changes, old = _run_state(config, run_dir, request)
-        done = (run_dir / "summary.json").is_file()
-        if done and not request.asked and not changes:
-            return read_json(run_dir / "summary.json")
-        if state is not None:
-            state["config"] = config.to_dict()  # the changes were checked above
-            learner.load_state_dict(state)
-            if tracker is not None and "bounds" in state:
-                tracker.load_state_dict(state["bounds"])
-            start = learner.step
-        segment = {
-            "config_changes": {k: [a, b] for k, (a, b) in changes.items()},
-            **({"request": request.as_record()} if request.asked else {}),
-        }
-        (run_dir / "summary.json").unlink(missing_ok=True)
-        writer = RunWriter.resume(
-            run_dir, config.to_dict(), keep_steps_below=start, segment=segment
-        )
+        opened = _continue_run(config, run_dir, request, learner, tracker)
+        if isinstance(opened, dict):  # finished with the same config: reused
+            return opened
+        writer = opened
     else:
         if not resume:
             remove_checkpoints(run_dir)
             for path in pickled_files(run_dir):
                 path.unlink()
         writer = RunWriter.fresh(run_dir, config.to_dict(), overwrite=not resume, hint=FRESH_HINT)
+    start = learner.step
     bar = tqdm(total=config.total_steps, initial=start, desc=config.name, disable=not progress)
     try:
         for n in range(start, config.total_steps):
@@ -238,33 +228,72 @@ def train(
             bar.update(1)
             last = learner.step == config.total_steps
             if last or learner.step % config.checkpoint_every == 0:
-                state = learner.state_dict()
-                if tracker is not None:
-                    state["bounds"] = tracker.state_dict()
-                save_step_folder(
-                    run_dir, learner.step, lambda tmp, s=state: write_state(tmp, s), keep=1
-                )
+                _save_checkpoint(run_dir, learner, tracker)
             if stop_after is not None and n + 1 >= stop_after:
                 return None
-        final = exact_state(learner.mdp, learner.policy, learner.theta)
-        rows = read_jsonl(run_dir / "metrics.jsonl")
-        final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
-        lag_stats = None
-        if config.schedule == "workers":
-            lag_stats = {
-                seed: lag_statistics(schedule.lags_per_batch)
-                for seed, schedule in zip(config.seeds, learner.schedules, strict=True)
-            }
-        summary = summarise_rows(rows, config, final_j, lag_stats=lag_stats)
-        if lag_stats is not None:
-            summary["lag_statistics"] = {str(seed): st for seed, st in lag_stats.items()}
-        if config.drift_max_lag > 0:
-            summary["delay_regularity"] = learner.drift_summary()
+        summary = _run_summary(config, run_dir, learner)
         writer.write_summary(summary)
         return summary
     finally:
         bar.close()
         writer.close()
+
+
+def _continue_run(
+    config: TrainConfig,
+    run_dir: Path,
+    request: ResumeRequest,
+    learner: AsyncLearner,
+    tracker: BoundTracker | None,
+) -> RunWriter | dict[str, Any]:
+    """Continue the run in `run_dir`: its summary when it is finished with the same config (and
+    nothing was asked), else a writer after the learner (and tracker) took the checkpoint's
+    state; a config change is refused unless asked for (`_run_state`)."""
+    state, changes, _old = _run_state(config, run_dir, request)
+    done = (run_dir / "summary.json").is_file()
+    if done and not request.asked and not changes:
+        return read_json(run_dir / "summary.json")
+    if state is not None:
+        state["config"] = config.to_dict()  # the changes were checked above
+        learner.load_state_dict(state)
+        if tracker is not None and "bounds" in state:
+            tracker.load_state_dict(state["bounds"])
+    segment = {
+        "config_changes": {k: [a, b] for k, (a, b) in changes.items()},
+        **({"request": request.as_record()} if request.asked else {}),
+    }
+    (run_dir / "summary.json").unlink(missing_ok=True)
+    return RunWriter.resume(
+        run_dir, config.to_dict(), keep_steps_below=learner.step, segment=segment
+    )
+
+
+def _save_checkpoint(run_dir: Path, learner: AsyncLearner, tracker: BoundTracker | None) -> None:
+    """`checkpoints/step_<n>/` with the learner's (and the tracker's) state; the newest kept."""
+    state = learner.state_dict()
+    if tracker is not None:
+        state["bounds"] = tracker.state_dict()
+    save_step_folder(run_dir, learner.step, lambda tmp, s=state: write_state(tmp, s), keep=1)
+
+
+def _run_summary(config: TrainConfig, run_dir: Path, learner: AsyncLearner) -> dict[str, Any]:
+    """`summary.json` of a finished run: `summarise_rows` of its rows and final `J`, with each
+    seed's lag statistics when a batch mixes lags and the delay-regularity record."""
+    final = exact_state(learner.mdp, learner.policy, learner.theta)
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    final_j = {s: float(final.objective[i]) for i, s in enumerate(config.seeds)}
+    lag_stats = None
+    if learner.mixes_lags:
+        lag_stats = {
+            seed: lag_statistics(schedule.lags_per_batch)
+            for seed, schedule in zip(config.seeds, learner.schedules, strict=True)
+        }
+    summary = summarise_rows(rows, config, final_j, lag_stats=lag_stats)
+    if lag_stats is not None:
+        summary["lag_statistics"] = {str(seed): st for seed, st in lag_stats.items()}
+    if config.drift_max_lag > 0:
+        summary["delay_regularity"] = learner.drift_summary()
+    return summary
 
 
 # ----------------------------------------------------------------------------------------------
@@ -300,7 +329,7 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
     row: dict[str, Any] = {
         "point": label,
         "method": cfg.method,
-        "delay": cfg.delay if cfg.schedule == "fixed_delay" else None,
+        "delay": get_schedule(cfg.schedule).setting(cfg, "delay"),
         "schedule": cfg.schedule,
         "group_size": cfg.group_size,
         "eps": cfg.eps,

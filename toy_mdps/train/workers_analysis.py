@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from gmc_grpo import stats
+from gmc_grpo.staleness import get_schedule
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
 
 MIN_GROUPS = 50
@@ -98,20 +99,21 @@ def mixed_delay_analysis(
     for label, (cfg, varied) in points.items():
         summary = summaries[label]
         mean = summary["mean"]
+        spec = get_schedule(cfg.schedule)
         entry = {
             "point": label,
             "variant": varied.get("variant", label),
             "schedule": cfg.schedule,
-            "delay": cfg.delay if cfg.schedule == "fixed_delay" else None,
-            "num_workers": cfg.num_workers if cfg.schedule == "workers" else None,
-            "generation_time": cfg.generation_time if cfg.schedule == "workers" else None,
+            "delay": spec.setting(cfg, "delay"),
+            "num_workers": spec.setting(cfg, "num_workers"),
+            "generation_time": spec.setting(cfg, "generation_time"),
             "lag_mean": mean["lag_mean"]["mean"],
             "tau4": mean["lag_tau4"],
             "tau2": mean.get("lag_tau2"),
             "spread_std": mean.get("lag_spread_std", {"mean": 0.0, "lo": 0.0, "hi": 0.0}),
             **{key: mean[key] for key in METRICS},
         }
-        kind = "mixed" if cfg.schedule == "workers" else "uniform"
+        kind = "mixed" if spec.mixes_lags else "uniform"
         methods.setdefault(cfg.method, {"uniform": [], "mixed": []})[kind].append(entry)
     comparisons: list[dict[str, Any]] = []
     for method, kinds in methods.items():
