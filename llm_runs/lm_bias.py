@@ -531,11 +531,16 @@ def run_config(run_dir: str | Path) -> Any:
 def policy_dir(run_dir: str | Path, step: int) -> Path:
     """The model folder of the policy at `step` of a run: its checkpoint, or for step 0 the
     initial policy the run built (`initial_model/`, `base_model/`) or was given (`model`)."""
-    from llm_runs.checkpoint import resolve_model
+    from llm_runs.checkpoint import list_checkpoints
 
     run = Path(run_dir)
     if step > 0:
-        return resolve_model(run, step)[0]
+        found = list_checkpoints(run)
+        if step not in found:
+            raise FileNotFoundError(
+                f"{run} has no checkpoint of step {step}; checkpoints: {sorted(found)}"
+            )
+        return found[step] / "model"
     for name in ("initial_model", "base_model"):
         if (run / name / "config.json").is_file():
             return run / name
@@ -549,11 +554,10 @@ def policy_dir(run_dir: str | Path, step: int) -> Path:
 
 
 def checkpoint_steps(run_dir: str | Path) -> list[int]:
-    from llm_runs.checkpoint import list_checkpoints, step_from_name
+    """The steps of a run's complete checkpoints, increasing."""
+    from llm_runs.checkpoint import list_checkpoints
 
-    return sorted(
-        s for c in list_checkpoints(Path(run_dir)) if (s := step_from_name(c)) is not None
-    )
+    return sorted(list_checkpoints(Path(run_dir)))
 
 
 def bias_of_run(

@@ -43,7 +43,9 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
     secondary = declared["secondary"]
     # 2 delays x 3 pairs x 2 measures, less the primary
     assert len(secondary) == 11 and declared["family_size"] == 11
-    assert [r["p_holm"] for r in secondary] == pytest.approx(holm_adjust([r["p"] for r in secondary]))
+    assert [r["p_holm"] for r in secondary] == pytest.approx(
+        holm_adjust([r["p"] for r in secondary])
+    )
     by = {(r["delay"], r["a"], r["b"], r["measure"]): r for r in secondary}
     # the same differences as the primary, but adjusted over 11 tests: 0.0305 * 11 > 0.05
     mean_gmc_tic = by[(16, "gmc", "tic", "mean_reward")]
@@ -51,9 +53,16 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
     assert mean_gmc_tic["verdict"] == "not resolved"
     assert by[(16, "tic", "grpo", "final_reward")]["verdict"] == "not resolved"
     assert by[(0, "gmc", "tic", "final_reward")]["prediction"].endswith("(similar at D = 0)")
-    assert by[(0, "tic", "grpo", "final_reward")]["verdict"] in ("differs", "no difference resolved")
+    assert by[(0, "tic", "grpo", "final_reward")]["verdict"] in (
+        "differs",
+        "no difference resolved",
+    )
     text = comparisons_markdown(declared)
-    assert "**Primary**" in text and "**holds**" in text and text.count("\n| 0 |") + text.count("\n| 16 |") == 11
+    assert (
+        "**Primary**" in text
+        and "**holds**" in text
+        and text.count("\n| 0 |") + text.count("\n| 16 |") == 11
+    )
 
 
 def test_a_missing_primary_is_refused():
