@@ -39,19 +39,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_packing import cpu_name  # noqa: E402
+
 PHASES_SCRIPT = Path(__file__).resolve().parent / "tiny_run_phases.py"
 DEFAULT_OLD_REF = "3b89e2d"
 RESULT = REPO / "bench" / "results" / "tiny_run_cpu.json"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def extract_commit(ref: str, into: Path) -> Path:

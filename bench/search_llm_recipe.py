@@ -32,7 +32,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -40,8 +39,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+for folder in (REPO, REPO / "bench"):
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from bench_packing import cpu_name  # noqa: E402
 
 #: The base of every run: the tiny recipe (D = 0, no evaluation), 200 updates.
 BASE_RECIPE = "tiny"
@@ -333,16 +335,6 @@ def report(out: Path) -> str:
             "one or two runs at a time.",
         ]
     return "\n".join(lines) + "\n"
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv: list[str] | None = None) -> int:
