@@ -71,7 +71,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
 
 
-def train_for_bias(recipe: str, run: str, out: Path, steps: int | None) -> Path:
+def train_for_bias(
+    recipe: str, run: str, out: Path, steps: int | None, *, progress: bool = True
+) -> Path:
     """Train one run of `recipe` into `out` (skipped when it finished) with a checkpoint every
     `delay` updates, all kept; return its folder."""
     from llm_runs.recipes import config_from_values, load_recipe
@@ -94,6 +96,7 @@ def train_for_bias(recipe: str, run: str, out: Path, steps: int | None) -> Path:
         keep_checkpoints=int(values["total_steps"]) // delay + 1,
         eval_every=0,
         cache_dir=None,
+        progress=progress,
     )
     train(config_from_values(values))
     return out
@@ -113,11 +116,16 @@ def run(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    run_dir = (
-        Path(args.run)
-        if args.run
-        else train_for_bias(args.recipe, args.recipe_run, out / "run", args.train_steps)
-    )
+    if args.run:
+        run_dir = Path(args.run)
+    else:
+        run_dir = train_for_bias(
+            args.recipe,
+            args.recipe_run,
+            out / "run",
+            args.train_steps,
+            progress=not args.no_progress,
+        )
     result = bias_of_run(
         run_dir, settings, steps=args.steps, lag=args.lag, progress=not args.no_progress
     )

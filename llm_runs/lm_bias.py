@@ -589,9 +589,7 @@ def bias_of_run(
             )
         picks = sorted({candidates[round(i * (len(candidates) - 1) / 2)] for i in range(3)})
         steps = picks if len(candidates) >= 3 else candidates
-    placement = resolve_placement(
-        dataclasses.replace(config, learner_device="cpu", engine_device="cpu")
-    )
+    placement = resolve_placement(config)  # as the run trained (device, dtype)
     problems = (
         Task(config).load_problems()[0]
         if config.task != "arithmetic"

@@ -162,3 +162,38 @@ def test_stale_behavior_is_stays_unbiased_and_gmc_caps(tiny):
     assert stats["methods"]["tic"]["removed_mass"]["value"] > 0
     assert stats["methods"]["gmc"]["removed_mass"]["value"] > 0
     assert stats["methods"]["is"]["removed_mass"]["value"] == 0.0
+
+
+def test_bias_command_help(capsys):
+    from llm_runs.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bias", "--help"])
+    text = capsys.readouterr().out
+    assert "--recipe" in text and "--lag" in text and "bias.json" in text
+
+
+@pytest.mark.slow
+def test_bias_command_end_to_end(tmp_path):
+    """Train a tiny delayed run with checkpoints, measure it, read the written report."""
+    import json
+
+    from llm_runs.cli import main
+
+    out = tmp_path / "bias"
+    argv = ["bias", "--recipe", "tiny_delay", "--train-steps", "8", "--out", str(out)]
+    argv += ["--blocks", "3", "--target-blocks", "3", "--group-sizes", "4"]
+    argv += ["--trajectories-per-block", "8", "--lag", "4", "--steps", "8", "--no-progress"]
+    # the recipe's delay is 16: train with delay 4 instead, through a recipe file of our own
+    from llm_runs.recipes import load_recipe
+
+    values = load_recipe("tiny_delay", "gmc")
+    values.update(delay=4, sft_steps=20, max_completion_tokens=6)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"config": values}))
+    argv[2] = str(recipe)
+    assert main(argv) == 0
+    result = json.loads((out / "bias.json").read_text())
+    assert [c["step"] for c in result["checkpoints"]] == [8]
+    assert result["checkpoints"][0]["behavior_step"] == 4
+    assert "IS unbiased" in (out / "bias.md").read_text()
