@@ -102,17 +102,30 @@ def supervised_warmup(
     lr: float,
     batch_size: int,
     seed: int,
+    answer_fraction: float = 1.0,
 ) -> list[float]:
     """Teach the answer format by teacher forcing; return the loss of every step.
 
     Each step draws `batch_size` problems (with replacement, stream `llm_warmup` of `seed`),
     builds `prompt + target + EOS`, and minimises the mean cross-entropy of the target and EOS
     tokens with `torch.optim.AdamW(lr)`. The model is updated in place.
+
+    answer_fraction: the chance that a prompt's target is its own sum; otherwise it is the
+    target of another problem drawn from the pool (with replacement; the draws come from the
+    same generator, after the prompts, only when `answer_fraction < 1`). At 1 the model learns
+    the sums; at 0 only the format and the pool's distribution of sums, nothing of which sum
+    goes with which prompt (its reward is then about the chance that two random sums agree,
+    `sum_s p_s^2`: 0.067 for operands 0-9); in between, a weak model that puts extra mass on
+    the right sum, which RL can sharpen.
     """
     if steps < 0 or batch_size < 1 or not lr > 0:
         raise ValueError(
             f"supervised_warmup needs steps >= 0, batch_size >= 1, lr > 0; got steps={steps}, "
             f"batch_size={batch_size}, lr={lr}"
+        )
+    if not 0 <= answer_fraction <= 1:
+        raise ValueError(
+            f"supervised_warmup answer_fraction must be in [0, 1], got {answer_fraction}"
         )
     device = next(model.parameters()).device
     eos = tokenizer.eos_token_id
@@ -128,13 +141,20 @@ def supervised_warmup(
     losses = []
     for _ in range(steps):
         picks = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
-        seqs = [encoded[i][0] + encoded[i][1] for i in picks]
+        pairs = [encoded[i] for i in picks]
+        if answer_fraction < 1:  # another problem's target for some prompts
+            others = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
+            own = (torch.rand(batch_size, generator=gen) < answer_fraction).tolist()
+            pairs = [
+                (encoded[i][0], encoded[i if keep else j][1])
+                for i, j, keep in zip(picks, others, own, strict=True)
+            ]
+        seqs = [prompt + target for prompt, target in pairs]
         width = max(len(s) for s in seqs)
         ids = torch.full((batch_size, width), eos, dtype=torch.long)
         attn = torch.zeros((batch_size, width), dtype=torch.long)
         labels = torch.full((batch_size, width), -100, dtype=torch.long)
-        for r, i in enumerate(picks):
-            prompt, target = encoded[i]
+        for r, (prompt, target) in enumerate(pairs):
             n = len(prompt) + len(target)
             ids[r, :n] = torch.tensor(prompt + target)
             attn[r, :n] = 1

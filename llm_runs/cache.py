@@ -134,6 +134,8 @@ def initial_policy_key(config: TrainConfig, device: torch.device | str) -> str:
             sft_batch_size=config.sft_batch_size,
             seed=config.seed,
         )
+        if config.sft_answer_fraction != 1.0:  # the key of an all-answers warm-up stays as before
+            parts["sft_answer_fraction"] = config.sft_answer_fraction
     return content_hash(parts)
 
 

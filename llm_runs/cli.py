@@ -23,6 +23,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "llm_runs.train_cli",
         "train with GRPO/TIC/GMC/VCPO/GAC/A-3PO under fixed or simulated delays (recipes: --recipe)",
     ),
+    "bias": (
+        "llm_runs.bias_cli",
+        "measure each estimator's bias on the LM at checkpoints of a delayed run (IS, TIC, GMC, ...)",
+    ),
     "data": (
         "llm_runs.data_cli",
         "download the datasets from the hub into a local folder for --data-dir (needs network)",
@@ -35,6 +39,7 @@ EPILOG = """examples:
   gmc-grpo llm eval --help
   gmc-grpo llm eval --model DIR --out runs/eval --engine vllm
   gmc-grpo llm data --out data/
+  gmc-grpo llm bias --recipe tiny_delay --out runs/lm_bias
 
 Run `gmc-grpo llm <subcommand> --help` for the options of each subcommand.
 """

@@ -104,6 +104,10 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """the warm-up's learning rate"""
     sft_batch_size: int = 32
     """the warm-up's batch size"""
+    sft_answer_fraction: float = 1.0
+    """fraction of warm-up targets that are the prompt's own sum; the others are the sum of
+    another problem drawn at random (1: the answers; 0: the answer format only, nothing of which
+    sum goes with which prompt; `llm_runs.arithmetic.supervised_warmup`)"""
     # -- batches and staleness ---------------------------------------------------------------------
     num_groups: int = PAPER_GROUPS_PER_BATCH
     """`B`, prompts (groups) per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4); the
@@ -274,6 +278,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             raise bad("sft_steps", "must be 0 unless task is 'arithmetic' (the warm-up task)")
         if self.sft_batch_size < 1:
             raise bad("sft_batch_size", "must be >= 1")
+        if not 0 <= self.sft_answer_fraction <= 1:
+            raise bad("sft_answer_fraction", "must be in [0, 1]")
         if not self.sft_lr > 0:
             raise bad("sft_lr", "must be > 0")
 

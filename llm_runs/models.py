@@ -163,6 +163,7 @@ def _build_initial_policy(
         lr=config.sft_lr,
         batch_size=config.sft_batch_size,
         seed=config.seed,
+        answer_fraction=config.sft_answer_fraction,
     )
     notice(
         f"supervised warm-up: {config.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"

@@ -28,7 +28,10 @@ transformers 5.17, no flash-attn package):
   same causal attention as the padded path, restricted to the trajectory's own tokens, which is
   what the padding mask does), no `N x N` mask, no wasted scores, and on CUDA in bf16 SDPA
   dispatches it to its built-in FlashAttention-2 kernel (no extra install). The price is a Python
-  loop of `b G` kernel calls per layer, microseconds against the layer's matrix products.
+  loop of kernel calls per layer, microseconds against the layer's matrix products at paper
+  shapes; trajectories of equal length share one call (stacked as its batch, which SDPA treats
+  row by row: the same values, forward and backward), so a tiny model on a CPU, whose layers
+  take microseconds too, makes one call per distinct length rather than `b G`.
 
 The segments reach the attention through the model's own mask argument: `Qwen3Model.forward`
 uses an attention mask given as a dict `{layer_type: mask}` as is, so we pass a `PackedSegments`
@@ -44,6 +47,7 @@ the batch's padded response width, `H` hidden size.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -185,18 +189,44 @@ def _segment_attention(
         # so that every SDPA backend stays eligible; the copy is small next to the layer
         key = key.repeat_interleave(heads // kv_heads, dim=1)
         value = value.repeat_interleave(heads // kv_heads, dim=1)
-    outs = [
-        torch.nn.functional.scaled_dot_product_attention(
-            query[:, :, start:stop],
-            key[:, :, start:stop],
-            value[:, :, start:stop],
-            dropout_p=dropout,
-            scale=scaling,
-            is_causal=True,
+    groups, inverse = _length_groups(segments.bounds)
+    device = query.device
+    outs = []
+    for count, length, index in groups:
+        # the segments of one length as the batch of one call (SDPA treats batch rows
+        # independently: the same bits as one call per segment, forward and backward; tested)
+        index = index.to(device)
+        q, k, v = (
+            x.index_select(2, index).view(heads, count, length, -1).transpose(0, 1).contiguous()
+            for x in (query, key, value)
         )
-        for start, stop in segments.bounds
-    ]
-    return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout, scale=scaling, is_causal=True
+        )  # [count, Hq, length, d]
+        outs.append(out.transpose(0, 1).reshape(1, heads, count * length, -1))
+    packed = torch.cat(outs, dim=2).index_select(2, inverse.to(device))  # back in packed order
+    return packed.transpose(1, 2).contiguous()
+
+
+@functools.lru_cache(maxsize=32)
+def _length_groups(
+    bounds: tuple[tuple[int, int], ...],
+) -> tuple[tuple[tuple[int, int, Tensor], ...], Tensor]:
+    """The segments grouped by length, in order of first appearance: per length `(count,
+    length, index)` with `index` `[count * length]` the packed positions of its segments, one
+    after the other; and `inverse` `[N]`, where each packed position lies in the concatenation
+    of the groups' positions."""
+    by_length: dict[int, list[int]] = {}
+    for start, stop in bounds:
+        by_length.setdefault(stop - start, []).append(start)
+    groups = []
+    for length, starts in by_length.items():
+        index = (torch.tensor(starts).unsqueeze(-1) + torch.arange(length)).reshape(-1)
+        groups.append((len(starts), length, index))
+    order = torch.cat([index for _, _, index in groups])
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(order.numel())
+    return tuple(groups), inverse
 
 
 def _make_packed_attention(original: str):

@@ -229,6 +229,17 @@ class RolloutProducer:
             )
         return batch
 
+    def batch_of(
+        self,
+        samples: Sequence[Sequence[Any]],
+        problems: Sequence[Any],
+        indices: Sequence[int],
+        version: int,
+    ) -> TrajectoryBatch:
+        """Check and pack engine samples `[len(problems)][G]` of `problems` (pool positions
+        `indices`) into a scored batch of the policy at `version` (the `llm bias` draws)."""
+        return self._to_batch(samples, problems, indices, version, f"a draw of version {version}")
+
     def rewards(self, texts: Sequence[str], references: Sequence[str]) -> list[float]:
         """The reward of each completion: `reward_fn`, exact match, or math-verify."""
         if self.reward_fn is not None:

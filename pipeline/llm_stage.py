@@ -33,6 +33,8 @@ LLM_SUITE_DELAYS: tuple[int, ...] = (16,)
 LLM_SUITE_OVERRIDES: dict[str, Any] = {}
 
 COMPARISON_LABELS = {("gmc", "tic"): "GMC - TIC", ("gmc", "grpo"): "GMC - GRPO"}
+#: The true primary difference (final reward) the power statement is about.
+DETECTABLE = 0.05
 COMPARISON_LABELS[("tic", "grpo")] = "TIC - GRPO"
 
 
@@ -89,20 +91,37 @@ def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
     Returns `{"headline", "markdown", "analysis", "machine"}`; the markdown writes formulas as
     `$...$`.
     """
-    from llm_runs.suite import MEASURES, run_suite, suite_markdown
+    from llm_runs import suite
+    from llm_runs.comparisons import comparisons_markdown, declared_comparisons, design_power
+    from llm_runs.suite import MEASURES, suite_markdown
 
     out_dir = Path(out_dir)
     machine_at_start = machine_description()
     config = llm_suite_config(out_dir / "suite")
-    analysis = run_suite(config)
+    analysis = suite.run_suite(config)
     seeds = len(analysis.seeds)
     final = [r for r in analysis.paired if r["measure"] == "final_reward"]
     delays = ", ".join(str(d) for d in analysis.delays)
-    headline = f"{seeds} seeds, D = {delays}, final reward: " + "; ".join(
-        f"{COMPARISON_LABELS.get((r['a'], r['b']), r['a'] + ' - ' + r['b'])} "
-        f"{_interval(r)} {r['verdict']}"
-        for r in final
+    # one declared primary comparison, the rest Holm-adjusted together (`llm_runs.comparisons`)
+    declared = declared_comparisons(analysis)
+    primary = declared["primary"]
+
+    def label(row: dict[str, Any]) -> str:
+        name = COMPARISON_LABELS.get((row["a"], row["b"]), f"{row['a']} - {row['b']}")
+        return name if len(analysis.delays) == 1 else f"{name} (D = {row['delay']})"
+
+    secondary_final = [r for r in declared["secondary"] if r["measure"] == "final_reward"]
+    headline = (
+        f"{seeds} seeds, D = {delays}, final reward: primary {label(primary)} "
+        f"{_interval(primary)} {primary['verdict']}; Holm-adjusted: "
+        + "; ".join(f"{label(r)} {_interval(r)} {r['verdict']}" for r in secondary_final)
     )
+    va = analysis.values.get((primary["delay"], primary["a"], primary["measure"]), {})
+    vb = analysis.values.get((primary["delay"], primary["b"], primary["measure"]), {})
+    differences = [va[s] - vb[s] for s in sorted(va) if s in vb]
+    power = None
+    if len(differences) >= 2 and primary["sd"] > 0:
+        power = design_power(differences, detectable=DETECTABLE)
     widths = [r["half_width"] for r in final if math.isfinite(r["half_width"])]
     held_out = config.base.get("arithmetic", {}).get("num_eval", "the")
     samples = config.base.get("eval_samples", "the")
@@ -127,6 +146,12 @@ def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
         "",
         suite_markdown(analysis).rstrip(),
         "",
+        "The paired table reads every interval at 95%; the verdicts that count are these: one "
+        "comparison declared primary in advance, judged alone, and the rest judged together with "
+        "Holm's step-down adjustment (`llm_runs.comparisons`; two-sided paired t tests).",
+        "",
+        comparisons_markdown(declared).rstrip(),
+        "",
         "Measures: " + "; ".join(f"`{k}`: {v}" for k, v in MEASURES.items()) + ".",
         "",
     ]
@@ -134,6 +159,14 @@ def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
         lines.append(
             f"With {seeds} seeds the paired final-reward intervals have half-widths "
             f"{', '.join(f'{w:.3f}' for w in widths)} (reward units, in [0, 1])."
+        )
+    if power is not None:
+        lines.append(
+            f"Power: the per-seed primary differences have a standard deviation of "
+            f"{power['sd']:.3f} ({power['spread_from_seeds']} seeds); a paired t test at level "
+            f"0.05 with power 0.8 needs {power['seeds_needed']} seeds to detect a true difference "
+            f"of {DETECTABLE}, and these {power['seeds']} seeds detect differences of "
+            f"{power['minimum_detectable']:.3f} or more (`llm_runs.comparisons.design_power`)."
         )
     lines += [
         f"Machine: {machine_at_start} at the start of the stage (the stage's time is in the "
@@ -148,5 +181,7 @@ def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:
         "headline": headline,
         "markdown": "\n".join(lines) + "\n",
         "analysis": analysis.to_json(),
+        "declared": declared,
+        "power": power,
         "machine": machine_at_start,
     }

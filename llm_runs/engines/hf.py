@@ -12,8 +12,18 @@ Per step and per sample row, with float32 logits `z` `[V]` for the next token:
   `torch.multinomial(q, 1, generator=g)` and its log-prob is `log q[token]`.
 
 Each sample `(p, j)` has its own `torch.Generator` seeded `base.sample_seed(seed, p, n, j)`, so
-the same seed gives the same samples whatever the batch, on the same machine and device. Prompts
-are processed one at a time, their `n` samples as one batch (no padding anywhere).
+the same seed gives the same samples whatever the batch, on the same machine and device.
+
+**Batching.** Prompts of the same token length are sampled together, all `n` samples of each as
+rows of one batch (no padding anywhere: every row's logits are computed from its own prompt and
+tokens only), up to `batch_tokens` KV-cache tokens per batch (rows x (prompt + `max_tokens`);
+at least one prompt). A row draws from its own generator, once per step while it is active, in
+either case, so batching changes neither the random numbers a sample uses nor the distribution
+it draws from; the logits of a row come from matrix products whose other rows are other
+samples, which on this project's CPUs gives the same bits as one prompt at a time (a test
+compares the two: `batch_tokens=1` is the one-prompt-at-a-time path). A library whose matrix
+kernels depend on the batch size could change the last bits of the logits, and so (rarely) a
+sampled token; the distribution sampled from stays the same.
 
 A completion ends at an EOS token (included in `token_ids`, finish reason "stop"), when the decoded
 text contains a stop string ("stop"; text cut before it, tokens trimmed by `trim_to_text`), or after
@@ -86,6 +96,31 @@ def _next_tokens(
     return tokens, logq.gather(-1, tokens[:, None]).squeeze(-1)
 
 
+#: KV-cache tokens per sampling batch, rows x (prompt + max_tokens): one prompt of 8 samples of
+#: the paper's 1,024 + 4,096 tokens (what one batch held before prompts were batched), or all 64
+#: rows of the tiny recipe's batch.
+DEFAULT_BATCH_TOKENS = 65_536
+
+
+def prompt_batches(
+    encoded: Sequence[Sequence[int]], n: int, max_tokens: int, batch_tokens: int
+) -> list[list[int]]:
+    """Group prompt indices into sampling batches: prompts of one token length together (no
+    padding), in order of first appearance, each batch holding at most `batch_tokens` KV-cache
+    tokens `n * (prompt length + max_tokens)` per prompt, and at least one prompt.
+
+    encoded: the prompts' token ids. Returns lists of prompt indices, every index once.
+    """
+    by_length: dict[int, list[int]] = {}
+    for p, ids in enumerate(encoded):
+        by_length.setdefault(len(ids), []).append(p)
+    batches: list[list[int]] = []
+    for length, members in by_length.items():
+        per_batch = max(1, batch_tokens // (n * (length + max_tokens)))
+        batches += [members[k : k + per_batch] for k in range(0, len(members), per_batch)]
+    return batches
+
+
 class HFEngine:
     """`RolloutEngine` over `AutoModelForCausalLM` with a sampling loop of its own.
 
@@ -93,6 +128,8 @@ class HFEngine:
     device: where the model runs ("cpu", "cuda", "cuda:1", ...).
     dtype: the model's parameter dtype (float32 for exact log-prob checks; bfloat16 on a GPU).
         Log-softmax and sampling always run in float32.
+    batch_tokens: KV-cache tokens per sampling batch (module docstring, "Batching"); 1 samples
+        one prompt at a time.
     """
 
     def __init__(
@@ -101,26 +138,32 @@ class HFEngine:
         *,
         device: str | torch.device = "cpu",
         dtype: torch.dtype = torch.float32,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         path = check_model_dir(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, use_safetensors=True)
-        self._setup(model.to(device), tokenizer)
+        self._setup(model.to(device), tokenizer, batch_tokens)
 
     @classmethod
-    def from_model(cls, model: torch.nn.Module, tokenizer) -> HFEngine:
+    def from_model(
+        cls, model: torch.nn.Module, tokenizer, *, batch_tokens: int = DEFAULT_BATCH_TOKENS
+    ) -> HFEngine:
         """Wrap an already loaded model (e.g. the learner's own, so no weight copy is needed)."""
         engine = cls.__new__(cls)
-        engine._setup(model, tokenizer)
+        engine._setup(model, tokenizer, batch_tokens)
         return engine
 
-    def _setup(self, model: torch.nn.Module, tokenizer) -> None:
+    def _setup(self, model: torch.nn.Module, tokenizer, batch_tokens: int) -> None:
+        if batch_tokens < 1:
+            raise ValueError(f"HFEngine batch_tokens must be >= 1, got {batch_tokens}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
         self.eos_ids = _eos_ids(tokenizer, model)
+        self.batch_tokens = batch_tokens
         self._closed = False
 
     def _decode(self, ids: list[int]) -> str:
@@ -140,35 +183,50 @@ class HFEngine:
             raise RuntimeError("HFEngine.generate called after close()")
         if isinstance(prompts, str):
             raise TypeError("prompts must be a sequence of strings, not one string")
-        return [self._generate_one(p, prompt, sampling) for p, prompt in enumerate(prompts)]
+        encoded = [prompt_ids(prompt, self.encode) for prompt in prompts]  # text or token ids
+        for p, (prompt, ids) in enumerate(zip(prompts, encoded, strict=True)):
+            if not ids:
+                raise ValueError(f"prompt {p} encodes to no tokens: {prompt!r}")
+        results: list[list[Sample]] = [[] for _ in prompts]
+        for batch in prompt_batches(encoded, sampling.n, sampling.max_tokens, self.batch_tokens):
+            for p, samples in zip(
+                batch, self._generate_rows(batch, encoded, sampling), strict=True
+            ):
+                results[p] = samples
+        return results
 
-    def _generate_one(self, p: int, prompt: Prompt, sampling: SamplingConfig) -> list[Sample]:
+    def _generate_rows(
+        self, batch: Sequence[int], encoded: Sequence[list[int]], sampling: SamplingConfig
+    ) -> list[list[Sample]]:
+        """The `n` samples of each prompt in `batch` (indices into `encoded`, all of one token
+        length), as the rows `(p, j)` of one sampling loop: `[len(batch)][n]`."""
         n = sampling.n
-        ids = prompt_ids(prompt, self.encode)
-        if not ids:
-            raise ValueError(f"prompt {p} encodes to no tokens: {prompt!r}")
+        rows = [(p, j) for p in batch for j in range(n)]
         generators = [
             torch.Generator(device=self.device).manual_seed(sample_seed(sampling.seed, p, n, j))
-            for j in range(n)
+            for p, j in rows
         ]
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        logprobs: list[list[float]] = [[] for _ in range(n)]
-        texts: list[str | None] = [None] * n
-        reasons: list[FinishReason] = ["length"] * n
-        active = list(range(n))  # rows still generating, in cache order
+        tokens: list[list[int]] = [[] for _ in rows]
+        logprobs: list[list[float]] = [[] for _ in rows]
+        texts: list[str | None] = [None] * len(rows)
+        reasons: list[FinishReason] = ["length"] * len(rows)
+        active = list(range(len(rows)))  # rows still generating, in cache order
 
-        input_ids = torch.tensor([ids] * n, dtype=torch.long, device=self.device)
+        input_ids = torch.tensor(
+            [encoded[p] for p, _ in rows], dtype=torch.long, device=self.device
+        )
         out = self.model(input_ids=input_ids, use_cache=True)
         cache = out.past_key_values
-        logits = out.logits[:, -1]  # [n, V]
+        logits = out.logits[:, -1]  # [rows, V]
         for _ in range(sampling.max_tokens):
             chosen, chosen_lp = _next_tokens(logits, sampling, [generators[r] for r in active])
             still: list[int] = []
             keep_rows: list[int] = []
-            for i, r in enumerate(active):
-                tok = int(chosen[i])
+            for i, (r, tok, lp) in enumerate(
+                zip(active, chosen.tolist(), chosen_lp.tolist(), strict=True)
+            ):
                 tokens[r].append(tok)
-                logprobs[r].append(float(chosen_lp[i]))
+                logprobs[r].append(lp)
                 if tok in self.eos_ids:
                     reasons[r] = "stop"
                     continue
@@ -193,16 +251,17 @@ class HFEngine:
             out = self.model(input_ids=chosen[:, None], past_key_values=cache, use_cache=True)
             cache = out.past_key_values
             logits = out.logits[:, -1]
-        return [
+        samples = [
             Sample(
                 token_ids=tokens[r],
                 logprobs=logprobs[r],
                 text=texts[r] if texts[r] is not None else self._decode(tokens[r]),
                 finish_reason=reasons[r],
-                prompt_token_ids=list(ids),
+                prompt_token_ids=list(encoded[p]),
             )
-            for r in range(n)
+            for r, (p, _) in enumerate(rows)
         ]
+        return [samples[k * n : (k + 1) * n] for k in range(len(batch))]
 
     @torch.no_grad()
     def update_weights(self, state_dict: Mapping[str, torch.Tensor]) -> None:

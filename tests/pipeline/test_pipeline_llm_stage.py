@@ -39,8 +39,19 @@ def test_the_report_quotes_the_paired_intervals(tmp_path, monkeypatch):
     assert seen and seen[0].out == str(tmp_path / "suite")
     gmc_tic = next(r for r in analysis.paired if (r["a"], r["b"]) == ("gmc", "tic"))
     assert gmc_tic["mean"] == pytest.approx(0.10) and gmc_tic["verdict"] == "holds"
-    assert result["headline"].startswith("3 seeds, D = 16, final reward: GMC - TIC +0.100 [")
-    assert "TIC - GRPO +0.000 [-0.050, +0.050] not resolved" in result["headline"]
+    # the primary alone at 5% (p = 0.0033); the secondaries Holm-adjusted: GMC - GRPO (0.07, 0.10,
+    # 0.13; raw p = 0.029) does not survive the factor 2
+    headline = result["headline"]
+    assert headline.startswith("3 seeds, D = 16, final reward: primary GMC - TIC +0.100 [")
+    assert "+0.100 [+0.075, +0.125] holds; Holm-adjusted: GMC - GRPO +0.100 [" in headline
+    assert "TIC - GRPO +0.000 [-0.050, +0.050] not resolved" in headline
+    assert result["declared"]["primary"]["p"] == pytest.approx(0.00333, abs=1e-4)
+    gmc_grpo = next(
+        r for r in result["declared"]["secondary"] if r["b"] == "grpo" and r["a"] == "gmc"
+    )
+    assert gmc_grpo["p"] < 0.05 < gmc_grpo["p_holm"] and gmc_grpo["verdict"] == "not resolved"
+    assert result["power"]["sd"] == pytest.approx(0.01) and "Power: " in result["markdown"]
+    assert "**Primary**" in result["markdown"]
     markdown = result["markdown"]
     assert "$\\bar d \\pm t_{0.975,\\,n-1}" in markdown  # formulas as $...$
     assert "| 16 | final_reward | gmc - tic | +0.100 |" in markdown

@@ -1,0 +1,84 @@
+"""`llm_runs.comparisons`: the declared primary, Holm-adjusted secondaries and the design power
+of a suite analysis, on hand-made per-seed measures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gmc_grpo.stats import holm_adjust, paired_t_test
+from llm_runs.comparisons import comparisons_markdown, declared_comparisons, design_power
+from llm_runs.suite import analyse_records
+
+SEEDS = (0, 1, 2, 3)
+
+
+def _analysis():
+    measures = {}
+    for seed in SEEDS:
+        for delay in (0, 16):
+            # at D = 16: GMC - TIC = 0.1, 0.2, 0.3, 0.4 (mean 0.25, p = 0.0305 by hand);
+            # TIC - GRPO = 0.01 * (seed - 1.5): no difference; at D = 0 all methods equal + noise
+            grpo = 0.3 + 0.01 * seed
+            tic = grpo + (0.01 * (seed - 1.5) if delay else 0.002 * seed)
+            gmc = tic + (0.1 * (seed + 1) if delay else -0.001 * seed)
+            for method, value in (("grpo", grpo), ("tic", tic), ("gmc", gmc)):
+                measures[(delay, method, seed)] = {"final_reward": value, "mean_reward": value}
+    return analyse_records(measures)
+
+
+def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adjusted():
+    declared = declared_comparisons(_analysis())
+    primary = declared["primary"]
+    assert (primary["delay"], primary["a"], primary["b"], primary["measure"]) == (
+        16,
+        "gmc",
+        "tic",
+        "final_reward",
+    )
+    assert primary["mean"] == pytest.approx(0.25)
+    assert primary["p"] == pytest.approx(0.030466, abs=1e-5)
+    assert primary["verdict"] == "holds" and primary["role"] == "primary"
+    secondary = declared["secondary"]
+    # 2 delays x 3 pairs x 2 measures, less the primary
+    assert len(secondary) == 11 and declared["family_size"] == 11
+    assert [r["p_holm"] for r in secondary] == pytest.approx(
+        holm_adjust([r["p"] for r in secondary])
+    )
+    by = {(r["delay"], r["a"], r["b"], r["measure"]): r for r in secondary}
+    # the same differences as the primary, but adjusted over 11 tests: 0.0305 * 11 > 0.05
+    mean_gmc_tic = by[(16, "gmc", "tic", "mean_reward")]
+    assert mean_gmc_tic["p"] == pytest.approx(primary["p"])
+    assert mean_gmc_tic["verdict"] == "not resolved"
+    assert by[(16, "tic", "grpo", "final_reward")]["verdict"] == "not resolved"
+    assert by[(0, "gmc", "tic", "final_reward")]["prediction"].endswith("(similar at D = 0)")
+    assert by[(0, "tic", "grpo", "final_reward")]["verdict"] in (
+        "differs",
+        "no difference resolved",
+    )
+    text = comparisons_markdown(declared)
+    assert (
+        "**Primary**" in text
+        and "**holds**" in text
+        and text.count("\n| 0 |") + text.count("\n| 16 |") == 11
+    )
+
+
+def test_a_missing_primary_is_refused():
+    with pytest.raises(ValueError, match="no gmc - vcpo"):
+        declared_comparisons(_analysis(), primary=("gmc", "vcpo", "final_reward"))
+
+
+def test_design_power_from_the_seed_spread():
+    differences = [0.1, 0.2, 0.3, 0.4]  # sd = sqrt(5/3) / 10 = 0.1291
+    out = design_power(differences, detectable=0.25)
+    assert out["sd"] == pytest.approx(math.sqrt(5 / 3) / 10)
+    assert out["spread_from_seeds"] == 4 and out["seeds"] == 4
+    # effect 0.25 / 0.1291 = 1.94: 5 seeds reach 80% power (4 seeds: 0.69 by the same formula)
+    assert out["seeds_needed"] == 5
+    assert out["power_of_design"] < 0.8
+    assert out["minimum_detectable"] > 0.25
+    more = design_power(differences, detectable=0.25, seeds=out["seeds_needed"])
+    assert more["power_of_design"] >= 0.8 and more["minimum_detectable"] <= 0.25
+    assert paired_t_test(differences)["sd"] == pytest.approx(out["sd"])
