@@ -14,6 +14,7 @@ EPILOG = """examples:
   gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
   gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
+  gmc-grpo theory --explorer explorer.html             # the bounds explorer page (no kernel needed)
 
 verdicts: verified | refuted | not reproduced (our derivation from the paper's ingredients gives
 something else, no counterexample) | not checkable here. Only the paper's claims are counted;
@@ -64,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="toy training runs (or folders holding them) that tracked their bound quantities: "
         "print the bounds beside the measurements (with --out: bounds.json, bounds.md)",
+    )
+    parser.add_argument(
+        "--explorer",
+        type=Path,
+        default=None,
+        metavar="OUT.html",
+        help="write the bounds explorer (sliders for eps, N, tau4, eta, G, delta and the "
+        "constants; numbers from theory.explorer) as one HTML file that needs no kernel, and exit",
     )
     return parser
 
@@ -152,6 +161,12 @@ def _write(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
+    if args.explorer is not None:
+        from theory.explorer_page import write_explorer_page
+
+        path = write_explorer_page(args.explorer)
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")
+        return 0
     if any(e <= 0 for e in args.eps):
         print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
