@@ -1,6 +1,7 @@
 # gmc-grpo: the two commands of the README.
 #   make reproduce   create .venv, install, run the main job on its embedded defaults (CPU, no download)
 #   make test        create .venv if needed, run the test suite
+#   make notebooks   execute the notebooks and store their outputs; make explorer: the static page
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -18,7 +19,7 @@ VERL_PIN ?= verl==0.9.1
 # does not bring (the project's `verl` extra lists them too); pinned to the versions tested.
 VERL_TRAINER_PINS := transferqueue==0.1.11 cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
 
-.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean
+.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean explorer notebooks
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +66,15 @@ reproduce: venv
 bench: venv
 	$(BIN)/python bench/bench_losses.py
 	$(BIN)/python bench/bench_packing.py
+
+# the bounds explorer that needs no kernel (docs/explorer.md links it)
+explorer: venv
+	$(BIN)/gmc-grpo theory --explorer docs/assets/bounds_explorer.html
+
+# execute every notebook and store it with its outputs and the digest of its inputs
+# (tests/figures/test_fig_notebooks.py fails on a stale one); `python -m pipeline.notebooks --check`
+notebooks: venv
+	$(BIN)/python -m pipeline.notebooks
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

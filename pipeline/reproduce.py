@@ -50,6 +50,7 @@ class Stage:
 def theory_stage(out_dir: Path) -> dict[str, Any]:
     """Claims table (sympy/mpmath derivations and numeric checks) and the bound plots."""
     from theory import claims, plots
+    from theory.explorer_page import write_explorer_page
 
     rows = claims.evaluate_claims()
     atomic_write_json(out_dir / "claims.json", rows)
@@ -60,12 +61,15 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
     images = "\n".join(
         f"![{p.stem}]({out_dir.name}/{p.name})" for p in written if p.suffix == ".png"
     )
+    explorer = write_explorer_page(out_dir / "bounds_explorer.html")
     markdown = (
         f"The claims of §3-§4, re-derived with sympy and checked numerically: {headline}.\n\n"
         + claims.claims_markdown(rows)
         + "\n"
         + images
-        + "\n"
+        + f"\n\nTo move eps, N, tau4, eta, G, delta and the constants yourself: [the bounds "
+        f"explorer]({out_dir.name}/{explorer.name}) (one HTML file, no kernel or network "
+        "needed; the numbers of `theory.explorer`).\n"
     )
     return {"headline": headline, "markdown": markdown, "verdicts": counts}
 

@@ -18,17 +18,17 @@ kind of back edge in a synthetic tree and check that the checker reports it.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
+from pipeline.notebooks import imported_names
+
 ROOT = Path(__file__).resolve().parents[1]
 CORE = "gmc_grpo"
 TRACKS = ("theory", "toy_mdps", "llm_runs")
 PACKAGES = (CORE, *TRACKS, "figures", "pipeline")
-_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+(:\w+)?$")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -61,24 +61,7 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
 def imports_of(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The tree's modules `module` imports (anywhere in the file), itself excluded."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    is_package = path.name == "__init__.py"
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative import
-                anchor = module.split(".")
-                anchor = anchor if is_package else anchor[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
-            for alias in node.names:
-                names.add(f"{base}.{alias.name}")  # a submodule, or a name in `base`
-            names.add(base)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if _DOTTED.match(node.value):  # lazy routers: "llm_runs.cli", "pkg.mod:function"
-                names.add(node.value.split(":")[0])
+    names = imported_names(tree, module, is_package=path.name == "__init__.py")
     out = {_resolve(name, modules) for name in names}
     return {m for m in out if m is not None and m != module}
 

@@ -23,4 +23,6 @@ Modules:
 * `theory.claims`: `evaluate_claims()` -> rows (paper's claims and ours), `claims_markdown(rows)`.
 * `theory.curves` (arrays) and `theory.plots` (figures; `write_plots(out_dir)`).
 * `theory.cli`: `gmc-grpo theory [--json] [--out DIR]`.
+* `theory.explorer` (numbers), `theory.explorer_plots`, `theory.explorer_widgets` (ipywidgets),
+  `theory.explorer_page` (the static HTML page): the bounds explorer (`docs/explorer.md`).
 """

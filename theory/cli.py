@@ -15,6 +15,7 @@ EPILOG = """examples:
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
   gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
   gmc-grpo theory --runs results/      # the run rows on a `make reproduce` output
+  gmc-grpo theory --explorer explorer.html             # the bounds explorer page (no kernel needed)
 
 verdicts (theory.verdicts; each row gives a one-line reason for its kind):
   verified                an independent computation that could have come out otherwise agrees
@@ -78,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="toy runs (or folders holding them): evaluate the claims that need runs, and print "
         "the bounds beside the tracked runs' measurements (with --out: bounds.json, bounds.md)",
+    )
+    parser.add_argument(
+        "--explorer",
+        type=Path,
+        default=None,
+        metavar="OUT.html",
+        help="write the bounds explorer (sliders for eps, N, tau4, eta, G, delta and the "
+        "constants; numbers from theory.explorer) as one HTML file that needs no kernel, and exit",
     )
     return parser
 
@@ -194,6 +203,12 @@ def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: 
 def main(argv: list[str] | None = None) -> int:
     """Entry point routed from `gmc-grpo theory`."""
     args = build_parser().parse_args(argv)
+    if args.explorer is not None:
+        from theory.explorer_page import write_explorer_page
+
+        path = write_explorer_page(args.explorer)
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")
+        return 0
     if any(e <= 0 for e in args.eps):
         print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
         return 2
