@@ -259,7 +259,7 @@ class RolloutProducer:
     def _submit(self, version: int, start: int, count: int, what: str) -> PendingBlock:
         """Start the engine call of `count` groups at stream positions `[start, start + count)`;
         the block's batch is scored when first asked for."""
-        from llm_runs.engines.base import SamplingConfig, submit
+        from llm_runs.engines.base import Finished, SamplingConfig, submit
 
         config = self.config
         indices = self.stream_indices(start, count)
@@ -281,7 +281,10 @@ class RolloutProducer:
             with self._clock():
                 return self._to_batch(handle.result(), problems, indices, version, what)
 
-        return PendingBlock(finish)
+        block = PendingBlock(finish)
+        if isinstance(handle, Finished):  # generated already (in this process): score it now
+            block.result()
+        return block
 
     def _learner_logprobs(self, model: torch.nn.Module, batch: TrajectoryBatch) -> torch.Tensor:
         """The learner's log-probs of `batch` under `model` (one forward pass, no gradient)."""

@@ -350,7 +350,7 @@ class Trainer:
         config, placement = self.config, self.placement
         settings: dict[str, Any] = dict(
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=stream_seed(config.seed, "llm_engine"),
+            seed=stream_seed(config.seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
             dtype=placement.engine_dtype,
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             kv_cache_memory_bytes=config.vllm_kv_cache_memory_bytes,
