@@ -148,6 +148,8 @@ class RolloutProducer:
         """Give the engine the learner's weights of `version` unless it holds them already (an
         engine asleep, `engine_sleeps`, is woken first)."""
         if self.engine_sleeps and self._asleep:
+            if torch.cuda.is_available():  # the learner's cached blocks go back to the driver,
+                torch.cuda.empty_cache()  # which vLLM's own allocator wakes into
             self.engine.wake_up()
             self._asleep = False
         if self.engine_version != version:
