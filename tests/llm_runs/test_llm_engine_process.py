@@ -92,7 +92,9 @@ class Watching(Trainer):
     "overrides",
     [
         {"method": "gmc", "delay": 2},
-        {"method": "a3po", "schedule": "workers", "num_workers": 6},
+        pytest.param(
+            {"method": "a3po", "schedule": "workers", "num_workers": 6}, marks=pytest.mark.slow
+        ),
     ],
     ids=["fixed-delay", "workers"],
 )

@@ -277,6 +277,7 @@ def test_gpu_smoke_script_runs_on_the_cpu(tmp_path):
     assert results["mismatch_lag0"] == {"skipped": "--no-vllm"}
 
 
+@pytest.mark.slow
 def test_gpu_smoke_overlap_code_path_on_the_cpu(tmp_path):
     """`--overlap-on-cpu`: the two-GPU overlap part of the smoke check (engine in its own process,
     weights through shared memory, sequential and overlapped steps) runs on a CPU; its times are
