@@ -312,6 +312,7 @@ class RemoteEngine:
         self._replies: dict[int, tuple[dict[str, Any], bytes]] = {}
         self._budgets: dict[int, float] = {}  # requests not answered yet: their time allowance
         self._unawaited: set[int] = set()  # requests whose reply nobody waits for
+        self._generating: set[int] = set()  # generate requests sent
         self._next = 0
         self._load: int | None = None  # the weight load not yet acknowledged
         self._closed = False
@@ -420,6 +421,7 @@ class RemoteEngine:
                 self._check_alive(doing)
                 raise
             self._budgets.pop(reply["id"], None)
+            self._generating.discard(reply["id"])
             if "error" in reply:
                 raise RuntimeError(f"{self._describe()} failed: {reply['error']}")
             if reply["id"] in self._unawaited:
@@ -437,6 +439,7 @@ class RemoteEngine:
         listed = [p if isinstance(p, str) else [int(i) for i in p] for p in prompts]
         budget = self.timeout_per_prompt * len(listed)
         request = self._send("generate", {"prompts": listed, "sampling": asdict(sampling)}, budget)
+        self._generating.add(request)
         return PendingSamples(self, request)
 
     def generate(self, prompts: Sequence[Prompt], sampling: SamplingConfig) -> list[list[Sample]]:
@@ -465,16 +468,26 @@ class RemoteEngine:
         self._unawaited.add(self._send("wake_up"))
 
     def close(self) -> None:
-        """Stop the child (bounded waits; a dead child is only reaped) and free the buffer."""
+        """Stop the child and free the buffer, with bounded waits: an idle child is asked to
+        close (its last replies read and dropped meanwhile); one still generating what nobody
+        will use (launches in flight at the end of a run) is stopped at once; a dead one is only
+        reaped."""
         if self._closed:
             return
         self._closed = True
-        if self.process.poll() is None:
+        idle = not any(r in self._budgets for r in self._generating)  # loads are quick
+        if self.process.poll() is None and idle:
+            deadline = time.monotonic() + _EXIT_WAIT
             try:
                 send(self._sock, {"op": "close", "id": self._next})
-                self.process.wait(timeout=_EXIT_WAIT)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+                while self.process.poll() is None and time.monotonic() < deadline:
+                    if select.select([self._sock], [], [], 0.2)[0]:
+                        receive(self._sock)
+            except (OSError, EOFError):  # it closed its end: let it finish exiting
+                try:
+                    self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    pass
         self._finalizer()  # SIGTERM, SIGKILL if needed; closes the socket
         if self._buffer is not None:
             self._buffer.unlink()
