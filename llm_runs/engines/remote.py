@@ -384,14 +384,14 @@ class RemoteEngine:
         """Send request `op`; `budget`: the seconds the child may take to serve it."""
         if self._closed:
             raise RuntimeError(f"{self!r} is closed")
-        self._check_alive(f"receiving {op!r}")
+        self._check_alive(f"being sent {op!r}")
         request = self._next
         self._next += 1
         self._budgets[request] = max(MIN_TIMEOUT, budget)
         try:
             send(self._sock, {"op": op, "id": request, **(message or {})})
         except OSError:
-            self._check_alive(f"receiving {op!r}")
+            self._check_alive(f"being sent {op!r}")
             raise
         return request
 
