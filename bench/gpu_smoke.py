@@ -17,10 +17,19 @@ One command, on one GPU (torch + transformers only; vLLM and bitsandbytes are us
    same configuration (`llm_runs.memory`), to compare.
 3. **Train-inference mismatch at lag 0** (only when vLLM is installed): the same weights in
    vLLM (bfloat16) generate 8 prompts x 8 samples; the learner recomputes their log-probs;
-   prints the per-trajectory `|sum_t log mu - sum_t log pi|` (mean, median, p99, max) and the
-   per-token mean, the quantity a group-level cap of `log 1.28 = 0.25` nats compares with.
-4. **Two-GPU overlap** (only with two GPUs): the overlapped layout of Appendix B.1 is not
-   implemented yet (issue 24, item 2); the script says so instead of timing it.
+   prints the per-trajectory `|sum_t log pi - sum_t log mu|` (mean, median, p99, max), the
+   per-token mean, and the fraction of the 8 groups GMC and TIC would cap from it alone, through
+   the trainer's own measurement (`llm_runs.mismatch`, what `mismatch_every` logs): the quantity
+   a cap of `log 1.28 = 0.25` nats compares with.
+4. **Two-GPU overlap** (only with two GPUs): the layout of Appendix B.1 as the trainer runs it,
+   the engine in its own process on `cuda:1` (`llm_runs.engines.remote`; vLLM when installed,
+   else the HF engine) and the learner on `cuda:0`. Per step: the weights go to the engine
+   through host shared memory, the engine generates 8 prompts x 8 samples of
+   `--mismatch-tokens` tokens, the learner makes one update on the synthetic batch; timed
+   `--overlap-steps` times (after one warm-up) one after the other ("sequential": wait for the
+   generation, then update) and overlapped (update while the engine generates, then wait), the
+   median of each and their ratio. `--overlap-on-cpu` runs the same code on a CPU with the HF
+   engine (a test does: on shared cores the times mean nothing).
 
     python bench/gpu_smoke.py                                 # CUDA, 1.7B shape
     python bench/gpu_smoke.py --compare-precisions           # + float32 and pure bf16 rows
@@ -35,6 +44,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import statistics
 import sys
 import time
@@ -53,6 +63,7 @@ from llm_runs.learner import (  # noqa: E402
     make_optimizer,
 )
 from llm_runs.memory import GIB, learner_bytes, shape_of  # noqa: E402
+from llm_runs.mismatch import mismatch_metrics, trajectory_log_ratios  # noqa: E402
 from llm_runs.precision import (  # noqa: E402
     parameter_change,
     parameter_snapshot,
@@ -72,19 +83,15 @@ def build_model(tiny: bool, device: str, precision_name: str):
     return model, resolve_precision(precision_name, torch.device(device))
 
 
-def run_updates(
+def make_learner(
     model: torch.nn.Module,
-    batch: TrajectoryBatch,
     *,
     lr: float,
     optimizer_kind: str,
-    updates: int,
     response_len: int,
     notice=lambda text: print(text, file=sys.stderr),
-) -> dict:
-    """`updates` GRPO updates of the trainer's learner at a constant `lr` (no warm-up), on one
-    batch: the parameter change (`llm_runs.precision.parameter_change`), seconds and peak memory
-    per update, the last update's metrics and the optimizer's name."""
+) -> tuple[Learner, str]:
+    """The trainer's GRPO learner at a constant `lr` (no warm-up) and its optimizer's name."""
     device = next(model.parameters()).device
     optimizer, optimizer_name = make_optimizer(
         model.parameters(),
@@ -104,7 +111,25 @@ def run_updates(
         logit_chunk=4096,
         grad_clip=1.0,
     )
-    learner = Learner(model, optimizer, scheduler, settings)
+    return Learner(model, optimizer, scheduler, settings), optimizer_name
+
+
+def run_updates(
+    model: torch.nn.Module,
+    batch: TrajectoryBatch,
+    *,
+    lr: float,
+    optimizer_kind: str,
+    updates: int,
+    response_len: int,
+    notice=lambda text: print(text, file=sys.stderr),
+) -> dict:
+    """`updates` GRPO updates of the trainer's learner at a constant `lr` (no warm-up), on one
+    batch: the parameter change (`llm_runs.precision.parameter_change`), seconds and peak memory
+    per update, the last update's metrics and the optimizer's name."""
+    learner, optimizer_name = make_learner(
+        model, lr=lr, optimizer_kind=optimizer_kind, response_len=response_len, notice=notice
+    )
     before = parameter_snapshot(model, "cpu")
     seconds, peaks, metrics = [], [], {}
     for _ in range(updates):
@@ -118,7 +143,7 @@ def run_updates(
         "peaks": peaks,
         "metrics": metrics,
         "optimizer": optimizer_name,
-        "optimizer_state": optimizer.state,
+        "optimizer_state": learner.optimizer.state,
     }
 
 
@@ -249,28 +274,91 @@ def mismatch_row(args, prompt_len: int) -> dict:
     learner_lp = batch_logprobs(model, batch, 4096, 1)
     mask = batch.response_mask()
     per_token = ((engine_lp - learner_lp).abs() * mask).sum() / mask.sum()
-    per_trajectory = ((engine_lp - learner_lp) * mask).sum(-1).abs().flatten().double()
+    per_trajectory = trajectory_log_ratios(engine_lp, learner_lp, mask).abs().flatten()
+    measured = mismatch_metrics(engine_lp, learner_lp, mask)  # what `mismatch_every` logs
     return {
         "trajectories": b * g,
         "response_tokens_mean": float(lengths.float().mean()),
         "per_token_abs_mean": float(per_token),
         "per_trajectory_abs_sum": {
-            "mean": float(per_trajectory.mean()),
+            "mean": measured["mismatch/trajectory_abs_mean"],
             "median": float(per_trajectory.median()),
-            "p99": float(per_trajectory.quantile(0.99)),
-            "max": float(per_trajectory.max()),
+            "p99": measured["mismatch/trajectory_abs_p99"],
+            "max": measured["mismatch/trajectory_abs_max"],
         },
-        "trajectories_over_log_1_28": float((per_trajectory > 0.2469).double().mean()),
+        "trajectories_over_log_1_28": float((per_trajectory > math.log(1.28)).double().mean()),
+        "gmc_capped_group_frac": measured["mismatch/gmc_capped_group_frac"],
+        "tic_capped_group_frac": measured["mismatch/tic_capped_group_frac"],
     }
 
 
-def overlap_row(args) -> dict:
-    """The two-GPU overlapped layout's step time (not implemented yet: said so)."""
-    if args.device != "cuda" or torch.cuda.device_count() < 2:
+def overlap_row(args, batch: TrajectoryBatch, prompt_len: int, response_len: int) -> dict:
+    """The two-GPU layout's step time, sequential and overlapped (item 4 of the docstring)."""
+    import importlib.util
+    import tempfile
+
+    from llm_runs.engines.base import SamplingConfig
+    from llm_runs.engines.remote import RemoteEngine
+
+    two = args.device == "cuda" and torch.cuda.device_count() >= 2
+    if not two and not args.overlap_on_cpu:
         return {"skipped": "needs 2 GPUs"}
+    vllm = two and not args.no_vllm and importlib.util.find_spec("vllm") is not None
+    kind = "vllm" if vllm else "hf"
+    learner_device, engine_device = ("cuda:0", "cuda:1") if two else ("cpu", "cpu")
+    model, _ = build_model(args.tiny, learner_device, args.precision)
+    learner, optimizer_name = make_learner(
+        model, lr=args.lr, optimizer_kind=args.optimizer, response_len=response_len
+    )
+    vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(1, vocab, (prompt_len,), generator=gen).tolist() for _ in range(8)]
+    sampling = SamplingConfig(n=8, max_tokens=args.mismatch_tokens, seed=0)
+    batch = batch.to(learner_device)
+    times: dict[str, list[float]] = {"sequential": [], "overlapped": []}
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder, safe_serialization=True)
+        numbered_tokenizer(vocab).save_pretrained(folder)
+        engine = RemoteEngine(
+            kind,
+            folder,
+            device=engine_device,
+            dtype="bfloat16" if two else "float32",
+            max_model_len=prompt_len + args.mismatch_tokens,
+            seed=0,
+            gpu_memory_utilization=0.85,
+            kv_cache_memory_bytes=None if two else 256 * 2**20,
+        )
+        try:
+            for mode in times:
+                for _ in range(args.overlap_steps + 1):  # the first is a warm-up
+                    t0 = time.perf_counter()
+                    engine.update_weights(model.state_dict())
+                    pending = engine.submit(prompts, sampling)
+                    if mode == "sequential":
+                        pending.result()
+                    learner.step(batch, 0)
+                    if mode == "overlapped":
+                        pending.result()
+                    if two:
+                        torch.cuda.synchronize()
+                    times[mode].append(time.perf_counter() - t0)
+        finally:
+            engine.close()
+    sequential = statistics.median(times["sequential"][1:])
+    overlapped = statistics.median(times["overlapped"][1:])
     return {
-        "skipped": "the overlapped two-GPU layout (vLLM in its own process on the second GPU) "
-        "is not implemented yet (issue 24, item 2)"
+        "engine": kind,
+        "learner_device": learner_device,
+        "engine_device": engine_device,
+        "optimizer": optimizer_name,
+        "weights_transport": "host shared memory (llm_runs.engines.remote)",
+        "generation": f"8 prompts x 8 samples x {args.mismatch_tokens} tokens",
+        "seconds": times,
+        "sequential_step_seconds": sequential,
+        "overlapped_step_seconds": overlapped,
+        "speedup": sequential / overlapped,
+        "note": None if two else "CPU: both processes share the cores; the times mean nothing",
     }
 
 
@@ -295,6 +383,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM mismatch part")
     parser.add_argument(
         "--mismatch-tokens", type=int, default=512, help="tokens per vLLM sample (mismatch)"
+    )
+    parser.add_argument(
+        "--overlap-steps", type=int, default=3, help="timed steps per overlap mode (two GPUs)"
+    )
+    parser.add_argument(
+        "--overlap-on-cpu",
+        action="store_true",
+        help="run the overlap part on a CPU (HF engine in its own process): the code path only",
     )
     parser.add_argument("--out", default="gpu_smoke.json")
     args = parser.parse_args(argv)
@@ -326,7 +422,7 @@ def main(argv: list[str] | None = None) -> dict:
         Path(args.out).write_text(json.dumps(results, indent=1))
     results["mismatch_lag0"] = mismatch_row(args, prompt_len)
     print(json.dumps({"mismatch_lag0": results["mismatch_lag0"]}), flush=True)
-    results["two_gpu_overlap"] = overlap_row(args)
+    results["two_gpu_overlap"] = overlap_row(args, batch, prompt_len, response_len)
     print(json.dumps({"two_gpu_overlap": results["two_gpu_overlap"]}), flush=True)
     Path(args.out).write_text(json.dumps(results, indent=1))
     print(summary_table(results))
@@ -345,6 +441,21 @@ def summary_table(results: dict) -> str:
             f"| {r['precision']} | {100 * r['fraction_changed']:.2f}% | {r['abs_delta']:.4g} "
             f"| {r['step_seconds']:.3f} | {r['peak_memory_gib']:.2f} "
             f"({r['modelled_peak_gib']:.2f}) | {mfu} |"
+        )
+    mismatch = results.get("mismatch_lag0", {})
+    if "per_trajectory_abs_sum" in mismatch:
+        d = mismatch["per_trajectory_abs_sum"]
+        lines.append(
+            f"lag-0 mismatch per trajectory (nats): mean {d['mean']:.4g}, median {d['median']:.4g}, "
+            f"p99 {d['p99']:.4g}, max {d['max']:.4g}; groups GMC would cap "
+            f"{mismatch['gmc_capped_group_frac']:.3f}, TIC {mismatch['tic_capped_group_frac']:.3f}"
+        )
+    overlap = results.get("two_gpu_overlap", {})
+    if "speedup" in overlap:
+        lines.append(
+            f"two-GPU step ({overlap['engine']} on {overlap['engine_device']}): sequential "
+            f"{overlap['sequential_step_seconds']:.3f} s, overlapped "
+            f"{overlap['overlapped_step_seconds']:.3f} s ({overlap['speedup']:.2f}x)"
         )
     return "\n".join(lines)
 

@@ -82,10 +82,21 @@ METRIC_NAMES: dict[str, str] = {
     "perf/tokens_per_s": "learner throughput, tokens per second",
     "perf/peak_memory_gb": "peak accelerator (or process) memory, GiB",
     "mismatch/logprob_abs_mean": "mean |engine log-prob - learner log-prob| at version v (LLM)",
+    # every `mismatch_every` updates, on the first B groups generated at that update (lag 0,
+    # `llm_runs.mismatch`): s_i = sum_t (log pi_learner - log mu_engine) over the response
+    "mismatch/trajectory_abs_mean": "lag 0: mean over trajectories of |s_i|, the summed "
+    "learner - engine log-prob gap (LLM)",
+    "mismatch/trajectory_abs_p99": "lag 0: 99th percentile of |s_i| over trajectories (LLM)",
+    "mismatch/trajectory_abs_max": "lag 0: largest |s_i| (LLM)",
+    "mismatch/gmc_capped_group_frac": "lag 0: fraction of groups GMC would scale down from the "
+    "mismatch alone (group mass of exp(s_i) > 1 + eps) (LLM)",
+    "mismatch/tic_capped_group_frac": "lag 0: fraction of groups in which TIC would drop a "
+    "trajectory from the mismatch alone (s_i > log(1 + eps)) (LLM)",
     "advantage/abs_mean": "mean |A_i| of the consumed batch",
     "response/truncated_frac": "fraction of responses that hit the completion budget",
     "perf/learner_seconds": "wall time of the learner update",
-    "perf/rollout_seconds": "wall time spent generating rollouts in this step",
+    "perf/rollout_seconds": "wall time the trainer spent on rollouts in this step (launching, "
+    "waiting for the engine, scoring; an engine in its own process generates beside it)",
     "staleness/behavior_version": "learner version of the policy that generated the batch",
     "vcpo/step_scale": "VCPO: sqrt(min(1, ESS / rho_ref)) applied to the learning rate",
     "vcpo/score_norm_mean": "VCPO: mean ||grad log pi(y_i | x)|| of the batch's trajectories",

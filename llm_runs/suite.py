@@ -13,7 +13,10 @@ test compares runs with and without the cache).
 **Processes.** The runs are spread over `processes` worker processes (default: one per core, at
 most two), each run with ONE torch thread, whatever the number of processes, so the records do
 not depend on how the runs are spread (a test runs a suite with one and with two processes and
-compares every record). Runs are ordered method-major (all seeds of the first method, then the
+compares every record). On CUDA (runs whose `learner_device` is not "cpu", with GPUs visible)
+the default is one process per visible GPU (per pair of GPUs in the "two_gpu" layout), each
+pinned to its own GPU(s) through `CUDA_VISIBLE_DEVICES` before it imports torch
+(`worker_devices`), and more processes than that are refused: two runs never share a GPU. Runs are ordered method-major (all seeds of the first method, then the
 next method), so that the runs that start together are different seeds and never wait on each
 other's warm-up.
 
@@ -101,7 +104,9 @@ class SuiteConfig:
     delays: tuple[int, ...] | None = None
     """fixed delays `D`; None: the base config's delay"""
     processes: int = 0
-    """worker processes (0: one per CPU core, at most 2); each run uses one torch thread"""
+    """worker processes (0: one per CPU core, at most 2; on CUDA one per visible GPU, or per
+    pair of GPUs in the "two_gpu" layout, and no more than that); each run uses one torch
+    thread"""
     share: bool = True
     """share the initial policy and its rollouts between runs (`cache_dir = out/cache`)"""
     final_fraction: float = 0.1
@@ -161,8 +166,63 @@ class SuiteConfig:
             values["cache_dir"] = str(Path(self.out) / "cache")
         return values
 
-    def worker_count(self) -> int:
-        return self.processes or max(1, min(2, os.cpu_count() or 1))
+    def worker_devices(self, gpus: int | None = None) -> list[str | None]:
+        """Each worker process's `CUDA_VISIBLE_DEVICES` (None: a CPU worker, nothing set).
+
+        gpus: the visible CUDA devices (None: ask torch). Runs on CUDA get one process per GPU
+        (per pair in the "two_gpu" layout) by default, and `processes` above that is refused;
+        CPU runs get `processes` (0: one per core, at most 2).
+        """
+        if gpus is None:
+            gpus = visible_gpus()
+        on_cuda = gpus > 0 and str(self.base.get("learner_device", "auto")) != "cpu"
+        if not on_cuda:
+            return [None] * (self.processes or max(1, min(2, os.cpu_count() or 1)))
+        return worker_devices(
+            self.processes,
+            gpus,
+            2 if self.base.get("layout") == "two_gpu" else 1,
+            os.environ.get("CUDA_VISIBLE_DEVICES"),
+        )
+
+
+def visible_gpus() -> int:
+    """The CUDA devices this process sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def worker_devices(processes: int, gpus: int, per_run: int, visible: str | None) -> list[str]:
+    """`CUDA_VISIBLE_DEVICES` of each of the suite's worker processes on `gpus` visible GPUs.
+
+    processes: asked for (0: as many as fit); per_run: GPUs one run uses (2 in the "two_gpu"
+    layout); visible: this process's `CUDA_VISIBLE_DEVICES` (None: unset), whose entries are
+    the devices handed out. Worker `i` gets GPUs `i * per_run .. (i + 1) * per_run - 1`.
+    """
+    ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else None
+    ids = ids[:gpus] if ids is not None else [str(i) for i in range(gpus)]
+    fit = len(ids) // per_run
+    if fit == 0:
+        raise ValueError(
+            f"SuiteConfig: a run of this layout needs {per_run} GPUs and {len(ids)} are visible"
+        )
+    if processes > fit:
+        raise ValueError(
+            f"SuiteConfig.processes={processes}: {len(ids)} GPU(s) visible and {per_run} per run "
+            f"give room for {fit} process(es) (runs never share a GPU): pass --processes {fit} "
+            "or fewer, or make more GPUs visible"
+        )
+    count = processes or fit
+    return [",".join(ids[i * per_run : (i + 1) * per_run]) for i in range(count)]
+
+
+def _pin_worker(devices: Any) -> None:
+    """Pool initializer: take one entry of the queue `devices` as this process's
+    `CUDA_VISIBLE_DEVICES`, before any run imports torch."""
+    device = devices.get()
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = device
 
 
 def run_name(method: str, delay: int, seed: int) -> str:
@@ -260,7 +320,8 @@ def run_suite(
         _check_config(config.run_values(run))
     Path(config.out).mkdir(parents=True, exist_ok=True)
     _check_suite_file(config)
-    workers = min(config.worker_count(), len(runs))
+    devices = config.worker_devices()[: len(runs)]  # refuses more processes than GPUs
+    workers = len(devices)
     if workers <= 1:
         for run in runs:
             summary = _run_one(config.run_values(run))
@@ -271,7 +332,12 @@ def run_suite(
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        queue = context.Queue()
+        for device in devices:
+            queue.put(device)
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_pin_worker, initargs=(queue,)
+        ) as pool:
             futures = {pool.submit(_run_one, config.run_values(run)): run for run in runs}
             for future in as_completed(futures):
                 summary = future.result()

@@ -14,12 +14,20 @@
 |                      | `llm_runs.sinks`        | TensorBoard, W&B                                   |
 | command line         | `llm_runs.train_cli`    | `gmc-grpo llm train`                               |
 
-The loop (one process; rollouts and learner take turns, B.1: the overlap of the two-GPU layout
-does not change the sample order): the schedule asks the producer for a batch of the current
-policy when it needs one and hands back the batch to consume (fixed delay `D`: the one generated
-`D` updates ago; length-coupled: the earliest ready one); the batch is split into `inner_steps`
-minibatches of whole groups, each one optimizer update; one row per update goes to
-`metrics.jsonl`, evaluations to `evals.jsonl`, checkpoints to `checkpoints/step_<N>/`.
+The loop: the schedule asks the producer for launches of the current policy when it needs them
+and hands back the batch to consume (fixed delay `D`: the one generated `D` updates ago;
+length-coupled: the earliest ready one); the batch is split into `inner_steps` minibatches of
+whole groups, each one optimizer update; one row per update goes to `metrics.jsonl`, evaluations
+to `evals.jsonl`, checkpoints to `checkpoints/step_<N>/`. The launches one schedule call makes
+together are one engine call (the FIFO's fill: `D + 1` batches), and nothing is launched that no
+update of the run consumes (a fixed-delay run of `N` updates generates `N` batches).
+
+**Layouts** (B.1). One GPU: the engine lives in this process and takes turns with the learner;
+vLLM sleeps during each learner step (`vllm_sleep_mode`). Two GPUs: the engine runs in a process
+of its own on its own device (`engine_process`, `llm_runs.engines.remote`) and generates the batch
+launched at update `n` while the learner computes update `n`; it serves requests in order, so
+every batch comes from the weights of the version that launched it and the records are the same
+as in one process (the overlap does not change the sample order).
 
 **Rollout workers** (`schedule="workers"`, §2.2 and Figure 1; `gmc_grpo.staleness.WorkerSchedule`):
 the schedule asks for ONE group per launch, from the snapshot current at that launch, and the
@@ -28,7 +36,7 @@ one `TrajectoryBatch` whose `behavior_version` is `[B]`: each group keeps the en
 own snapshot recorded, the learner's ratio uses them group by group and A-3PO gets each group's
 lag (`TrajectoryBatch.version_lag`). The launches of one `schedule.next` call all use the same
 snapshot and at least `W` (at the start) plus the groups missing from a full batch are known in
-advance: those are generated in one engine call (`generate_group`). Group launch `k` is position
+advance: those are generated in one engine call (`generate`). Group launch `k` is position
 `k` of the prompt stream with its own sampling streams, so groups `l B .. l B + B - 1` hold exactly
 the samples of batch launch `l` of the other schedules. Rows log the batch's mean, min, max and
 std of the lags; `summary.json`'s `lag_statistics` gives their distribution over groups.
@@ -43,7 +51,9 @@ that generated the rollout (Appendix B.1). `"learner"` uses the learner's own lo
 stored tokens under the behavior version (one extra forward pass per batch); the two differ by
 the train-inference mismatch, logged as `mismatch/logprob_abs_mean` whenever the learner's
 log-probs at the behavior version are known (always with `learner_logprobs_at_generation`, and
-for free on updates with lag 0, whose current policy is the behavior policy).
+for free on updates with lag 0, whose current policy is the behavior policy). Every
+`mismatch_every` updates the mismatch is also measured per trajectory at lag 0, with the
+fraction of groups GMC and TIC would cap from it alone (`llm_runs.mismatch`).
 
 **Simulated asynchrony: the unit of `L`.** `LengthCoupledSchedule` launches one batch per clock
 tick and shows it at `tau_launch + lambda L`; here `L` is the batch's mean response length over
@@ -88,6 +98,7 @@ from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
+from llm_runs.batch import Rollout
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
@@ -237,8 +248,9 @@ class Trainer:
             engine_version=self.step,
             launches=launches,
             cache=self._rollout_cache(),
+            engine_sleeps=self.placement.engine_sleeps,
         )
-        self._prefetched: deque[TrajectoryBatch] = deque()
+        self._prefetched: deque[Rollout] = deque()
         self._launch_budget = 0
         self.evaluator = Evaluator(config, self.eval_sets, engine, task, self.scorer)
 
@@ -277,12 +289,13 @@ class Trainer:
 
     def schedule_context(self) -> ScheduleContext:
         """What the schedule gets besides the config's schedule fields: `B`, the updates per
-        rollout batch, `L` of an item (its mean response length in `length_unit_tokens`) and the
-        schedule's own seed."""
+        rollout batch, the run's updates (nothing is launched that no update consumes), `L` of an
+        item (its mean response length in `length_unit_tokens`) and the schedule's own seed."""
         config = self.config
         return ScheduleContext(
             groups_per_batch=config.num_groups,
             updates_per_batch=config.inner_steps,
+            total_updates=config.total_steps,
             length_of=self._length_of,
             length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
             seed=stream_seed(config.seed, "llm_schedule"),
@@ -323,52 +336,65 @@ class Trainer:
         )
         return RolloutCache(config.cache_dir, key)
 
-    def _length_of(self, batch: TrajectoryBatch) -> float:
-        """`L` of a batch (or of one group): mean response length in units of
-        `length_unit_tokens`."""
+    def _length_of(self, item: Rollout) -> float:
+        """`L` of a launch (a batch or one group): mean response length in units of
+        `length_unit_tokens` (a schedule that reads it waits for the launch)."""
+        batch = item.result()
         return float(batch.response_len.float().mean()) / self.config.length_unit_tokens
 
     def _make_engine(self, model_dir: Path) -> Any:
+        """The rollout engine: in this process, or in its own on its own device
+        (`engine_process`, `llm_runs.engines.remote`)."""
         if self.engine_factory is not None:
             return self.engine_factory(model_dir)
-        from llm_runs.engines.factory import make_engine
-
-        config = self.config
-        return make_engine(
-            config.engine,
-            model_dir,
+        config, placement = self.config, self.placement
+        settings: dict[str, Any] = dict(
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=stream_seed(config.seed, "llm_engine"),
-            dtype=self.placement.engine_dtype,
-            device=str(self.placement.engine_device),
+            seed=stream_seed(config.seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
+            dtype=placement.engine_dtype,
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             kv_cache_memory_bytes=config.vllm_kv_cache_memory_bytes,
             enforce_eager=config.vllm_enforce_eager,
+            enable_sleep_mode=placement.engine_sleeps,
+        )
+        if placement.engine_process:
+            from llm_runs.engines.remote import RemoteEngine
+
+            return RemoteEngine(
+                config.engine,
+                model_dir,
+                device=str(placement.engine_device),
+                timeout_per_prompt=config.engine_timeout_seconds / config.num_groups,
+                start_timeout=config.engine_timeout_seconds,
+                **settings,
+            )
+        from llm_runs.engines.factory import make_engine
+
+        return make_engine(
+            config.engine, model_dir, device=str(placement.engine_device), **settings
         )
 
     # -- the parts of one update -------------------------------------------------------------
 
-    def generate(self, version: int) -> TrajectoryBatch:
-        """A rollout batch from the current policy (`version` must be the learner's)."""
-        if version != self.step:
-            raise RuntimeError(f"asked for a batch of version {version} at step {self.step}")
-        return self.rollouts.produce(self.model, version)
-
-    def generate_group(self, version: int) -> TrajectoryBatch:
-        """ONE group from the current policy, for a schedule of groups (one call per launch).
+    def generate(self, version: int) -> Rollout:
+        """One launch (a batch, or one group under a schedule of groups) from the current policy
+        (`version` must be the learner's); the schedule calls it once per launch.
 
         The launches of one `schedule.next` call all use the snapshot of `version`, and at least
-        `_launch_budget` of them are known in advance (`W` at the start, then the groups missing
-        from a full batch): those are generated in one engine call and handed out one by one.
-        Launches beyond the budget (groups completing during a learner update of `update_time >
-        0`) are generated one at a time, so nothing is generated that the schedule does not
-        launch, and group launch `k` always holds the same prompt and sampling streams.
+        `_launch_budget` of them are known in advance (`schedule.launches_ahead()`: the FIFO's
+        `D + 1` at the start, then 1; `W` groups at the start of the worker schedule, then the
+        groups missing from a full batch): those are generated in one engine call and handed out
+        one by one. Launches beyond the budget are generated one at a time, so nothing is
+        generated that the schedule does not launch, and launch `k` always holds the same prompts
+        and sampling streams. An engine in its own process generates while the learner updates:
+        a `Rollout` is waited for when its batch is needed.
         """
         if version != self.step:
-            raise RuntimeError(f"asked for a group of version {version} at step {self.step}")
+            raise RuntimeError(f"asked for a launch of version {version} at step {self.step}")
         if not self._prefetched:
             count = max(1, self._launch_budget)
-            self._prefetched.extend(self.rollouts.produce_groups(self.model, version, count))
+            per = self.schedule.groups_per_item(self.config.num_groups)
+            self._prefetched.extend(self.rollouts.launch(self.model, version, count, per))
             self._launch_budget -= count
         return self._prefetched.popleft()
 
@@ -376,17 +402,19 @@ class Trainer:
         """The batches the schedule hands the learner at the current step (a schedule of groups:
         the `B` consumed groups joined into one batch, each with its own behavior version)."""
         schedule = self.schedule
-        if schedule.item == "batch":
-            return [entry.batch for entry in schedule.next(self.step, self.generate)]
         self._launch_budget = schedule.launches_ahead()
-        entries = schedule.next(self.step, self.generate_group)
+        entries = schedule.next(self.step, self.generate)
         self._launch_budget = 0
-        assert not self._prefetched, "prefetched groups left over (launch budget overestimated)"
-        return [TrajectoryBatch.concat([entry.batch for entry in entries])]
+        assert not self._prefetched, "prefetched launches left over (launch budget overestimated)"
+        batches = [entry.batch.result() for entry in entries]
+        if schedule.item == "group":
+            return [TrajectoryBatch.concat(batches)]
+        return batches
 
     def update(self, minibatch: TrajectoryBatch) -> dict[str, Any]:
         """One optimizer update on `minibatch`; returns its metrics row."""
         lags = self.step - minibatch.behavior_version  # [B], one per group
+        self.rollouts.sleep()  # vLLM's sleep mode: the learner gets the GPU's memory
         metrics = self.learner.step(minibatch, self.step)
         row: dict[str, Any] = {
             "step": self.step,
@@ -408,6 +436,7 @@ class Trainer:
             maskf = minibatch.response_mask().float()
             gap = (minibatch.engine_logprobs - learner_at_behavior).abs() * maskf
             row["mismatch/logprob_abs_mean"] = float(gap.sum() / maskf.sum().clamp(min=1))
+        row.update(self.rollouts.take_mismatch())  # every `mismatch_every` updates, at lag 0
         row.update(metrics)
         row["perf/rollout_seconds"] = self.rollouts.take_seconds()
         self.step += 1

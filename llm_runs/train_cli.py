@@ -125,8 +125,9 @@ def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
         "--processes",
         type=int,
         default=0,
-        help="worker processes (default 0: one per core, at most 2); each run uses one thread, "
-        "so the records do not depend on this",
+        help="worker processes (default 0: one per core, at most 2; on CUDA one per visible "
+        "GPU, each pinned to its GPU, and no more than that); each run uses one thread, so the "
+        "records do not depend on this",
     )
     suite.add_argument(
         "--no-share",

@@ -2,7 +2,9 @@
 
 - `FixedDelaySchedule(delay=D)`: a FIFO of `D` batches, filled from the initial policy. At every
   learner step a new batch from the current policy is appended and the oldest is consumed, so the
-  lag is `n` during the fill (`n < D`) and exactly `D` afterwards (the steady state).
+  lag is `n` during the fill (`n < D`) and exactly `D` afterwards (the steady state). Given the
+  run's horizon (`horizon` batches), it launches only batches that some step consumes: the last
+  `D` steps launch nothing, so a run of `N` steps generates `N` batches, not `N + D`.
 - `LengthCoupledSchedule(lam=28)`: the simulated asynchronous pipeline,
   `tau_ready = tau_launch + lam * L`. **Our interpretation** (the paper does not give units):
   the clock counts launches (`clock_per_launch` per launch, default 1) and does not move during
@@ -37,18 +39,34 @@ class FixedDelaySchedule(Schedule[T]):
 
     Args:
         delay: `D >= 0` batches between generation and consumption in steady state.
+        horizon: batches the run consumes in all (None: unbounded). Consumption `c` takes launch
+            `c`, and launch `c + D` is made at consumption `c`; with a horizon `H` it is made only
+            when `c + D < H`, since no step would consume it. A resume with a longer horizon
+            (`--extend-to`) finds the queue short of those batches and refills it from the
+            current policy, as at the start: its next steps have lags `0, 1, ..., D` again.
     """
 
     item = "batch"
 
-    def __init__(self, delay: int) -> None:
+    def __init__(self, delay: int, *, horizon: int | None = None) -> None:
         super().__init__()
         if delay < 0:
             raise ValueError(f"delay D must be >= 0, got {delay}")
+        if horizon is not None and horizon < 1:
+            raise ValueError(f"horizon must be >= 1 batches or None, got {horizon}")
         self.delay = delay
+        self.horizon = horizon
         self.queue: deque[ScheduledBatch[T]] = deque()
         self.launches = 0
         self.filled = False
+
+    def _wanted(self) -> int:
+        """Batches the queue holds when the next call consumes one: `D + 1`, fewer near the
+        horizon (nothing is launched that no step consumes)."""
+        wanted = self.delay + 1
+        if self.horizon is not None:
+            wanted = min(wanted, self.horizon - len(self.realised_lags))
+        return wanted
 
     def _launch(self, version: int, generate: Callable[[int], T], time: float) -> None:
         entry = ScheduledBatch(generate(version), version, self.launches, time, time)
@@ -59,22 +77,25 @@ class FixedDelaySchedule(Schedule[T]):
         """The batch the learner at `version` consumes (a one-element list).
 
         On the first call the queue is filled with `D` batches from the policy at `version`
-        (the initial policy). Then a batch from the current policy is appended and the oldest
-        is consumed.
+        (the initial policy). Then a batch from the current policy is appended (unless no step
+        before the horizon would consume it) and the oldest is consumed.
         """
-        if not self.filled:
-            for _ in range(self.delay):
-                self._launch(version, generate, float(version))
-            self.filled = True
-        self._launch(version, generate, float(version))
+        if self.horizon is not None and len(self.realised_lags) >= self.horizon:
+            raise ValueError(
+                f"FixedDelaySchedule: all {self.horizon} batches of the horizon are consumed"
+            )
+        for _ in range(self.launches_ahead()):
+            self._launch(version, generate, float(version))
+        self.filled = True
         return [self.consume(self.queue.popleft(), version)]
 
     def pending_entries(self) -> list[ScheduledBatch[T]]:
         return list(self.queue)
 
     def launches_ahead(self) -> int:
-        """`D + 1` at the first call (the fill and one batch), then exactly 1."""
-        return 1 if self.filled else self.delay + 1
+        """Exactly the launches of the next call: `D + 1` at the first (the fill and one batch),
+        then 1, and 0 in the last `D` calls before the horizon."""
+        return max(0, self._wanted() - len(self.queue))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: the queued batches (as stored), counters and lags."""

@@ -141,6 +141,11 @@ class ScheduleContext:
         resume), e.g. "100 tokens of mean response length".
     seed: seed of the schedule's own `numpy.random.Generator` (random generation times).
     draw_time: `draw_time(rng, group) -> duration` of the "sampled" generation time.
+    total_updates: the learner updates the run makes (its horizon), or None (unbounded). A
+        schedule that knows which launch each update consumes launches nothing that no update of
+        the run consumes: the fixed delay skips its last `D` batches, so a run of `N` updates
+        generates exactly `N` batches. The length-coupled and worker schedules cannot know it
+        (a launch's ready time depends on what it generates) and ignore it.
     """
 
     groups_per_batch: int = PAPER_GROUPS_PER_BATCH
@@ -149,11 +154,14 @@ class ScheduleContext:
     length_unit: str = "caller-defined"
     seed: int = 0
     draw_time: Callable[[np.random.Generator, Any], float] | None = None
+    total_updates: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("groups_per_batch", "updates_per_batch"):
             if not is_int_at_least(getattr(self, name), 1):
                 raise config_error(self, name, "must be an integer >= 1")
+        if self.total_updates is not None and not is_int_at_least(self.total_updates, 1):
+            raise config_error(self, "total_updates", "must be an integer >= 1 or None")
         if not is_int_at_least(self.seed, 0):
             raise config_error(self, "seed", "must be an integer >= 0 (e.g. seed=0)")
 
@@ -287,8 +295,10 @@ def _check_workers(config: Any, updates_per_batch: int) -> tuple[str, str] | Non
 
 def _build_fixed_delay(settings: Any, context: ScheduleContext) -> FixedDelaySchedule[Any]:
     # `delay` counts learner updates; the FIFO holds rollout batches of `updates_per_batch`
-    # updates each (the check makes `delay` a multiple of it)
-    return FixedDelaySchedule(settings.delay // context.updates_per_batch)
+    # updates each (the check makes `delay` a multiple of it), and so does the horizon
+    per = context.updates_per_batch
+    horizon = None if context.total_updates is None else -(-context.total_updates // per)
+    return FixedDelaySchedule(settings.delay // per, horizon=horizon)
 
 
 def _build_length_coupled(settings: Any, context: ScheduleContext) -> LengthCoupledSchedule[Any]:

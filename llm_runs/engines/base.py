@@ -6,6 +6,10 @@ limit) and a `SamplingConfig`; the engine returns, per prompt,
 log-probs of the importance ratio, recorded at generation time), the text and the finish reason.
 After each learner step the learner calls `update_weights` so the next batch comes from the
 current policy.
+
+`submit(engine, prompts, sampling)` starts a call and returns a handle whose `result()` gives the
+samples: an engine in its own process (`remote.RemoteEngine`) keeps generating while the caller
+goes on (the learner computes its update meanwhile); any other engine generates at once.
 """
 
 from __future__ import annotations
@@ -133,6 +137,28 @@ def trim_to_text(
         if text.startswith(decode(ids[:k])):
             return ids[:k], list(logprobs[:k])
     return [], []  # unreachable: decode([]) == "" is a prefix of any text
+
+
+class Finished:
+    """The handle of an engine call that has already run (an engine in the caller's process)."""
+
+    def __init__(self, samples: list[list[Sample]]) -> None:
+        self.samples = samples
+
+    def result(self) -> list[list[Sample]]:
+        return self.samples
+
+
+def submit(engine: RolloutEngine, prompts: Sequence[Prompt], sampling: SamplingConfig):
+    """Start `engine.generate(prompts, sampling)`; the handle's `result()` gives its samples.
+
+    An engine with a `submit` method of its own (`remote.RemoteEngine`) returns at once and
+    generates in its process; any other engine generates now (`Finished`).
+    """
+    start = getattr(engine, "submit", None)
+    if start is not None:
+        return start(prompts, sampling)
+    return Finished(engine.generate(prompts, sampling))
 
 
 @runtime_checkable

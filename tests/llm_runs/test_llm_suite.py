@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import queue
 
 import pytest
 
@@ -240,3 +242,33 @@ def test_suite_command_line(tmp_path):
     for extra, message in bad:
         with pytest.raises(ValueError, match=message):
             suite_from_args(parser.parse_args(["--recipe", "tiny_delay", *extra]))
+
+
+def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
+    """On CUDA (faked device counts) a suite defaults to one process per visible GPU, each
+    pinned to its own GPU (a pair in the two-GPU layout), and refuses more processes than fit;
+    CPU runs keep the core rule."""
+    from llm_runs.suite import _pin_worker, worker_devices
+
+    cuda = {**BASE, "learner_device": "auto"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # restored after the test (set below)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    suite = SuiteConfig(out="s", base=cuda, seeds=(0, 1), methods=("gmc",))
+    assert suite.worker_devices(gpus=3) == ["0", "1", "2"]
+    assert SuiteConfig(out="s", base={**cuda, "layout": "two_gpu"}, seeds=(0,), methods=("gmc",)
+                       ).worker_devices(gpus=5) == ["0,1", "2,3"]  # fmt: skip
+    with pytest.raises(ValueError, match=r"processes=4: 3 GPU\(s\) visible .* --processes 3"):
+        SuiteConfig(out="s", base=cuda, seeds=(0,), methods=("gmc",), processes=4).worker_devices(3)
+    assert worker_devices(2, 3, 1, None) == ["0", "1"]
+    assert worker_devices(0, 2, 1, "5,7") == ["5", "7"]  # the visible GPUs' own ids
+    with pytest.raises(ValueError, match="needs 2 GPUs and 1 are visible"):
+        worker_devices(0, 1, 2, None)
+    # a CPU suite (learner_device "cpu") on a GPU machine, and no GPU at all
+    cpu = SuiteConfig(out="s", base=BASE, seeds=(0,), methods=("gmc",), processes=3)
+    assert cpu.worker_devices(gpus=4) == [None] * 3
+    assert set(suite.worker_devices(gpus=0)) == {None}
+
+    handed = queue.Queue()
+    handed.put("2")
+    _pin_worker(handed)  # what each worker process runs first
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"

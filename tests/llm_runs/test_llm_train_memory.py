@@ -74,6 +74,15 @@ def test_table_covers_every_model_and_method_family():
     }
     for r in rows:
         assert r["one_gpu_gib"] == pytest.approx(r["learner_adamw8bit_gib"] + r["engine_gib"])
+        # sleep mode: the learner's peak, or its parameters + 8-bit states (6 bytes per
+        # parameter under mixed) beside an awake vLLM, whichever is larger
+        resident = (6 * r["parameters"] + 8 * r["parameters"] / 2048) / GIB
+        if r["family"] == "gac":  # + its float32 previous gradient
+            resident += 4 * r["parameters"] / GIB
+        assert r["resident_gib"] == pytest.approx(resident)
+        assert r["one_gpu_sleep_gib"] == pytest.approx(
+            max(r["learner_adamw8bit_gib"], resident + r["engine_gib"])
+        )
         assert r["learner_adamw_gib"] > r["learner_adamw8bit_gib"]
     # the 8B learner's static memory alone under the mixed default: 12 bytes per parameter
     eight = next(r for r in rows if r["model"] == "8B")

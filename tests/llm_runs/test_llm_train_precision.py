@@ -275,3 +275,16 @@ def test_gpu_smoke_script_runs_on_the_cpu(tmp_path):
     assert row["step_seconds"] > 0 and row["peak_memory_gib"] > 0 and row["mfu"] is None
     assert results["two_gpu_overlap"] == {"skipped": "needs 2 GPUs"}
     assert results["mismatch_lag0"] == {"skipped": "--no-vllm"}
+
+
+@pytest.mark.slow
+def test_gpu_smoke_overlap_code_path_on_the_cpu(tmp_path):
+    """`--overlap-on-cpu`: the two-GPU overlap part of the smoke check (engine in its own process,
+    weights through shared memory, sequential and overlapped steps) runs on a CPU; its times are
+    not asserted (both processes share the cores)."""
+    out = tmp_path / "smoke.json"
+    argv = ["--device", "cpu", "--tiny", "--no-vllm", "--overlap-on-cpu", "--overlap-steps", "1"]
+    overlap = SMOKE.main([*argv, "--mismatch-tokens", "8", "--out", str(out)])["two_gpu_overlap"]
+    assert overlap["engine"] == "hf" and overlap["engine_device"] == "cpu"
+    assert [len(overlap["seconds"][m]) for m in ("sequential", "overlapped")] == [2, 2]
+    assert overlap["speedup"] > 0 and overlap["note"].startswith("CPU")

@@ -98,12 +98,17 @@ def test_killed_run_resumes_exactly(tmp_path, overrides):
 def test_checkpoint_is_safetensors_and_json_only(tmp_path):
     out = tmp_path / "run"
     train(
-        config(out, method="gmc", delay=2, total_steps=3, eval_every=0),
+        config(out, method="gmc", delay=2, total_steps=5, eval_every=0, keep_checkpoints=2),
         reward_fn=even_first_char,
         notice=quiet,
     )
-    path = ckpt.latest_checkpoint(out)
-    assert path is not None and path.name == "step_000003"
+    # the run's last batch was launched at step 2 (nothing is launched that no update consumes):
+    # the final checkpoint's FIFO is empty, step 3's holds the batches of steps 3 and 4
+    assert (
+        ckpt.schedule_batches(ckpt.load_checkpoint(ckpt.latest_checkpoint(out))["schedule"]) == []
+    )
+    path = ckpt.list_checkpoints(out)[3]
+    assert path.name == "step_000003"
     suffixes = {p.suffix for p in path.rglob("*") if p.is_file()}
     assert suffixes <= {".safetensors", ".json", ".jinja", ".txt"}, suffixes
     state = ckpt.load_checkpoint(path)

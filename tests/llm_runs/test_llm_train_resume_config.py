@@ -119,6 +119,10 @@ def test_extend_to_rebuilds_the_learning_rate_schedule(finished, tmp_path):
     rows = read_jsonl(run / "metrics.jsonl")
     assert rows[:6] == first
     assert [r["step"] for r in rows] == list(range(9))
+    # the 6-update run generated no batch for steps 6 and 7 (nothing that no update consumes):
+    # the extension refills the FIFO of D = 2 from the policy it resumes with
+    assert [r["staleness/lag"] for r in rows] == [0, 1, 2, 2, 2, 2, 0, 1, 2]
+    assert [r["staleness/behavior_version"] for r in rows[6:]] == [6, 6, 6]
     # the checkpoint's schedule (6 updates) gives 0 from step 6 on; the rebuilt one is the
     # warm-up + cosine of 9 updates (warm-up ceil(0.03 * 9) = 1): step n -> 3e-3 * (1 +
     # cos(pi (n - 1) / 8)) / 2

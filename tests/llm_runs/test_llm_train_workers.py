@@ -110,17 +110,23 @@ def test_refill_launches_share_one_engine_call(tmp_path):
             calls.append(len(prompts))
             return super().generate(prompts, sampling)
 
-    config = workers_config(tmp_path / "batched", generation_time="constant", total_steps=4)
+    # mismatch_every=0: the lag-0 measurement takes the groups of the first call of an update,
+    # which differ when every call holds one group
+    config = workers_config(
+        tmp_path / "batched", generation_time="constant", total_steps=4, mismatch_every=0
+    )
     train(config, engine_factory=lambda d: Counting(d), reward_fn=even_first_char, notice=quiet)
     assert calls == [7 + 4, 4, 4, 4]
 
     class OneAtATime(Trainer):
-        def generate_group(self, version):
+        def generate(self, version):
             self._launch_budget = 0  # never generate ahead: one engine call per launch
-            return super().generate_group(version)
+            return super().generate(version)
 
     calls.clear()
-    single = workers_config(tmp_path / "single", generation_time="constant", total_steps=4)
+    single = workers_config(
+        tmp_path / "single", generation_time="constant", total_steps=4, mismatch_every=0
+    )
     OneAtATime(
         single, engine_factory=lambda d: Counting(d), reward_fn=even_first_char, notice=quiet
     ).run()
@@ -156,8 +162,8 @@ def test_group_launches_hold_the_batch_launch_samples(tmp_path):
     )
     for trainer in (groups_run, batch_run):
         trainer._setup()
-    groups = groups_run.rollouts.produce_groups(groups_run.model, 0, 8)
-    batches = [batch_run.rollouts.produce(batch_run.model, 0) for _ in range(2)]
+    groups = [r.result() for r in groups_run.rollouts.launch(groups_run.model, 0, 8, 1)]
+    batches = [batch_run.rollouts.launch(batch_run.model, 0, 1, 4)[0].result() for _ in range(2)]
     for launch, batch in enumerate(batches):
         joined = TrajectoryBatch.concat(groups[4 * launch : 4 * launch + 4])
         for name in ("input_ids", "prompt_len", "response_len", "engine_logprobs", "rewards"):
