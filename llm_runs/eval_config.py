@@ -178,7 +178,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
         try:
-            data = tomllib.loads(path.read_bytes().decode("utf-8"))
+            data = tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a BOM is accepted
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise ValueError(f"config file {path} is not valid TOML: {err}") from None
         data = data.get("eval", data)

@@ -168,6 +168,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     from gmc_grpo.resume import ResumeRequest
     from gmc_grpo.staleness import get_schedule
+    from gmc_grpo.stats import interval_text
     from toy_mdps.jobs import check_jobs
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
@@ -227,8 +228,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     mean = summary["mean"]
     print(
         f"wrote {out}/metrics.jsonl, {out}/summary.json: final J "
-        f"{mean['final_objective']['mean']:.4f} [{mean['final_objective']['lo']:.4f}, "
-        f"{mean['final_objective']['hi']:.4f}], (1/N) sum ||grad J||^2 "
+        f"{interval_text(mean['final_objective'], '.4f')}, (1/N) sum ||grad J||^2 "
         f"{mean['convergence_metric']['mean']:.3g}, mean lag {mean['lag_mean']['mean']:.1f}"
     )
     if "lag_statistics" in summary:
