@@ -34,6 +34,10 @@ How (`fcntl.flock`, chosen over the `filelock` package, which wraps the same cal
   than run unguarded. docs/records.md says the same for users.
 
 Python opens the lock file with mode 0o666, so it gets the user's umask like any other file.
+Taking the lock is a command's first write, so an output folder that cannot hold one is refused
+here, as bad input, before anything is written: a file where the folder should be
+(`NotADirectoryError`) or a folder that cannot be created or written (`FolderNotWritableError`:
+permissions, a read-only file system).
 """
 
 from __future__ import annotations
