@@ -163,28 +163,28 @@ def check_seeds(config: Any, name: str = "seeds") -> None:
         raise config_error(config, name, problem)
 
 
-def check_total_steps(config: Any, name: str = "total_steps") -> None:
-    """A run length: a whole number in `[1, MAX_TOTAL_STEPS]`."""
-    check_count(
-        config,
-        name,
+# field -> (lowest, highest, why the highest and the fix): the fields with an upper limit
+LIMITED_FIELDS: dict[str, tuple[int, int, str]] = {
+    "total_steps": (
         1,
         MAX_TOTAL_STEPS,
-        hint="more updates than any run finishes (a toy step writes a record row per seed); "
-        "lower it (--steps)",
-    )
-
-
-def check_num_workers(config: Any, name: str = "num_workers") -> None:
-    """A rollout-worker count: a whole number in `[1, MAX_NUM_WORKERS]`."""
-    check_count(
-        config,
-        name,
+        "more updates than any run finishes (a toy step writes a record row per seed); lower it "
+        "(--steps)",
+    ),
+    "num_workers": (
         1,
         MAX_NUM_WORKERS,
-        hint="each worker holds a group in flight, in memory and in every checkpoint; use "
-        "fewer workers (--workers, e.g. 64)",
-    )
+        "each worker holds a group in flight, in memory and in every checkpoint; use fewer "
+        "workers (--workers, e.g. 64)",
+    ),
+}
+
+
+def check_limited(config: Any, name: str) -> None:
+    """`config.<name>` a whole number within its limits (`LIMITED_FIELDS`): `total_steps` in
+    `[1, MAX_TOTAL_STEPS]`, `num_workers` in `[1, MAX_NUM_WORKERS]`."""
+    low, high, hint = LIMITED_FIELDS[name]
+    check_count(config, name, low, high, hint)
 
 
 # -- command lines -----------------------------------------------------------------------------
@@ -203,36 +203,33 @@ def _entries(text: str, flag: str, example: str) -> list[str]:
     return entries
 
 
-def parse_int_list(text: str, flag: str, example: str = "0,1,2") -> list[int]:
-    """`"0,1,2"` -> `[0, 1, 2]`; an empty list, an empty entry or a non-integer is refused with
-    a `ValueError` naming the flag (the configs check each value's range)."""
+def _parse_list(text: str, flag: str, example: str, convert: Any, what: str) -> list[Any]:
+    """Each entry of `text` through `convert` (a `ValueError`, or a non-finite float, refuses
+    it as not `what`)."""
     out = []
     for item in _entries(text, flag, example):
         try:
-            out.append(int(item))
+            value = convert(item)
         except ValueError:
+            value = None
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
             raise ValueError(
-                f"{flag} {text!r}: {item!r} is not a whole number; give comma-separated whole "
-                f"numbers, e.g. {flag} {example}"
-            ) from None
+                f"{flag} {text!r}: {item!r} is not {what}; give comma-separated values, e.g. "
+                f"{flag} {example}"
+            )
+        out.append(value)
     return out
+
+
+def parse_int_list(text: str, flag: str, example: str = "0,1,2") -> list[int]:
+    """`"0,1,2"` -> `[0, 1, 2]`; an empty list, an empty entry or a non-integer is refused with
+    a `ValueError` naming the flag (the configs check each value's range)."""
+    return _parse_list(text, flag, example, int, "a whole number")
 
 
 def parse_float_list(text: str, flag: str, example: str = "0.1,0.28") -> list[float]:
     """`"0.1,0.28"` -> `[0.1, 0.28]` (entries as `parse_int_list`; NaN and inf are refused)."""
-    out = []
-    for item in _entries(text, flag, example):
-        try:
-            value = float(item)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise ValueError(
-                f"{flag} {text!r}: {item!r} is not a finite number; give comma-separated numbers, "
-                f"e.g. {flag} {example}"
-            )
-        out.append(value)
-    return out
+    return _parse_list(text, flag, example, float, "a finite number")
 
 
 def parse_name_list(text: str, flag: str, example: str = "grpo,tic,gmc") -> list[str]:
@@ -242,7 +239,20 @@ def parse_name_list(text: str, flag: str, example: str = "grpo,tic,gmc") -> list
 
 LIST_PARSERS = (parse_int_list, parse_float_list, parse_name_list)
 """The list parsers: `parser(text, flag)`; a command line keeps such a flag's text as a string for
-argparse and parses it itself, so that a bad list is one error line naming the flag."""
+argparse and parses it itself (`flag_type`, `flag_value`), so that a bad list is one error line
+naming the flag."""
+
+
+def flag_type(parser: Any) -> Any:
+    """The argparse `type` of a flag parsed by `parser`: `str` for a list (parsed later by
+    `flag_value`), else `parser` itself."""
+    return str if parser in LIST_PARSERS else parser
+
+
+def flag_value(parser: Any, value: Any, flag: str) -> Any:
+    """A flag's value as its config field takes it: a list parser's result, or `value` as
+    argparse gave it."""
+    return parser(value, flag) if parser in LIST_PARSERS else value
 
 
 def check_threads(threads: int | None, flag: str = "--threads") -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
-from gmc_grpo.fieldchecks import check_number, check_seed, check_total_steps
+from gmc_grpo.fieldchecks import check_limited, check_number, check_seed
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -296,7 +296,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
                 f"must be >= 1 and divide the minibatch of {self.minibatch_groups} groups "
                 "(num_groups / inner_steps)",
             )
-        check_total_steps(self)
+        check_limited(self, "total_steps")
         if self.total_steps % self.inner_steps:
             raise bad(
                 "total_steps",

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gmc_grpo.fieldchecks import (
-    LIST_PARSERS,
     check_threads,
+    flag_type,
+    flag_value,
     parse_float_list,
     parse_int_list,
     parse_name_list,
@@ -90,8 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for flag, (_, kind, text) in _OVERRIDES.items():
         # a list is parsed in `run`, so that its error is one line naming the flag
-        parse = str if kind in LIST_PARSERS else kind
-        parser.add_argument(flag, type=parse, default=None, help=f"override: {text}")
+        parser.add_argument(flag, type=flag_type(kind), default=None, help=f"override: {text}")
 
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     for flag, (name, kind, _) in _OVERRIDES.items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None:
-            base[name] = kind(value, flag) if kind in LIST_PARSERS else value
+            base[name] = flag_value(kind, value, flag)
     if args.no_figures:
         base["figures"] = False
     config = SweepConfig.from_dict(base)

@@ -24,7 +24,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from gmc_grpo.fieldchecks import LIST_PARSERS, check_threads, parse_int_list
+from gmc_grpo.fieldchecks import check_threads, flag_type, flag_value, parse_int_list
 
 HELP = (
     "asynchronous learners (fixed delay, length-coupled or rollout workers) with exact metrics "
@@ -160,8 +160,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     for flag, (_, kind, text) in _RUN_FLAGS.items():
         # a list is parsed in `run`, so that its error is one line naming the flag
-        parse = str if kind in LIST_PARSERS else kind
-        parser.add_argument(flag, type=parse, default=None, help=f"single run: {text}")
+        parser.add_argument(flag, type=flag_type(kind), default=None, help=f"single run: {text}")
 
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
@@ -186,7 +185,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     for flag, (name, kind, _) in _RUN_FLAGS.items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None:
-            overrides[name] = kind(value, flag) if kind in LIST_PARSERS else value
+            overrides[name] = flag_value(kind, value, flag)
     if chosen:
         if args.resume or args.extend_to is not None or args.allow_config_change:
             raise ValueError(

@@ -16,7 +16,7 @@ from gmc_grpo.configs import (
     dataclass_from_dict,
 )
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
-from gmc_grpo.fieldchecks import check_number, check_seed, check_seeds, check_total_steps
+from gmc_grpo.fieldchecks import check_limited, check_number, check_seed, check_seeds
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -141,7 +141,7 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
 
         self.betas = list(self.betas)
         check_problem_fields(self)
-        check_total_steps(self)
+        check_limited(self, "total_steps")
         try:
             get_method(self.method)
         except ValueError as err:
