@@ -268,11 +268,14 @@ def check_threads(threads: int | None, flag: str = "--threads") -> None:
         )
 
 
-def check_positive_numbers(values: Sequence[float], flag: str, example: str = "0.28") -> None:
-    """Every value of a flag's list finite and `> 0` (e.g. `theory --eps`)."""
-    bad = [v for v in values if number_problem(v, above=0.0)]
+def check_positive_numbers(
+    values: Sequence[float], flag: str, example: str = "0.28", at_most: float | None = None
+) -> None:
+    """Every value of a flag's list finite, `> 0` and `<= at_most` (e.g. `theory --eps`)."""
+    bad = [v for v in values if number_problem(v, above=0.0, at_most=at_most)]
     if bad:
+        rule = number_problem(math.nan, above=0.0, at_most=at_most)
         raise ValueError(
-            f"{flag} {' '.join(f'{v:g}' for v in values)}: every value must be a finite number "
-            f"> 0, got {', '.join(f'{v:g}' for v in bad)} (e.g. {flag} {example})"
+            f"{flag} {' '.join(f'{v:g}' for v in values)}: every value {rule}, got "
+            f"{', '.join(f'{v:g}' for v in bad)} (e.g. {flag} {example})"
         )

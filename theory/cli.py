@@ -8,6 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+# the largest `--eps` of the constants table: the tight GMC constant's series overflows float64
+# near eps = 1e307 (a NaN in the table); every column is finite up to 1e300 (checked)
+MAX_EPS = 1e300
+
 EPILOG = """examples:
   gmc-grpo theory                      # claims table and the constants at a few eps
   gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
@@ -204,7 +208,7 @@ def _checked_run(args: argparse.Namespace) -> int:
     """Check the flags, then run (inside `--out`'s lock when there is one)."""
     from gmc_grpo.fieldchecks import check_positive_numbers
 
-    check_positive_numbers(args.eps, "--eps")
+    check_positive_numbers(args.eps, "--eps", at_most=MAX_EPS)
     if args.out is None:
         return _run(args)
     from gmc_grpo.runlock import run_lock
