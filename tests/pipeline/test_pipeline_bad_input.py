@@ -139,6 +139,8 @@ CASES = [
     ("llm-train-eps-inf", [*TINY_TRAIN, "--set", "eps=Infinity"],
      "TrainConfig.eps=inf: must be a finite number > 0"),
     ("llm-train-eps-nan", [*TINY_TRAIN, "--set", "eps=NaN"], "TrainConfig.eps=nan"),
+    ("llm-train-suite-eps-inf", [*TINY_TRAIN, "--seeds", "0,1", "--set", "eps=Infinity"],
+     "TrainConfig.eps=inf"),  # every run of a suite is checked before the first starts
     ("llm-train-temperature-inf", [*TINY_TRAIN, "--set", "temperature=Infinity"],
      "TrainConfig.temperature=inf: must be a finite number > 0"),
     ("llm-train-workers-huge", [*TINY_TRAIN, "--schedule", "workers", "--workers", "100000000"],
