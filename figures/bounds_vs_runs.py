@@ -470,6 +470,12 @@ def _gap_check(data: BoundsData, factor: float) -> dict[str, str]:
         "bound is smaller; only the direction is checked)",
     }
     values = ", ".join(f"{g['gap']:.3g}" for g in positive)
+    if not positive:  # no "(; intervals )": say what is missing
+        return {
+            **claim,
+            "verdict": UNMEASURABLE,
+            "detail": "no delay > 0 with both a GMC and a TIC run",
+        }
     if data.suite == "toy":  # paired over seeds: the per-seed log-ratio's interval below 0
         tests = [g.get("log_ratio") for g in positive]
         ok = sum(t is not None and t["n"] >= 2 and t["hi"] < 0 for t in tests)

@@ -38,8 +38,8 @@ items: """ + ", ".join(item_names())
 class FiguresResult:
     """What `write_all` made: `written[name] = paths`, `skipped[name] = reason`, the Markdown of
     each table, each item's notes, the inventory of runs found (Markdown: counts, then a table
-    under `<details>`) and the damaged runs skipped (`damaged`: one `path: line N: reason` line
-    each)."""
+    under `<details>`), the damaged runs skipped (`damaged`: one `path: line N: reason` line
+    each) and the record files read without their torn last line (`torn`, the same form)."""
 
     out: Path
     written: dict[str, list[Path]] = field(default_factory=dict)
@@ -49,6 +49,7 @@ class FiguresResult:
     captions: dict[str, str] = field(default_factory=dict)
     inventory: str = ""
     damaged: list[str] = field(default_factory=list)
+    torn: list[str] = field(default_factory=list)
 
     def markdown(self, image_prefix: str = "") -> str:
         """The index: produced items (images, tables, captions), then what was not and why."""
@@ -56,23 +57,29 @@ class FiguresResult:
         if self.damaged:
             lines += ["## Damaged runs (skipped)", ""]
             lines += [f"- {line}" for line in self.damaged] + [""]
+        if self.torn:
+            lines += ["## Torn records (read without their last line)", ""]
+            lines += [f"- {line}" for line in self.torn] + [""]
         lines += ["## Produced", ""]
         if not self.written:
             lines.append("(nothing)")
         for name, paths in self.written.items():
             entry = get_entry(name)
-            lines.append(f"### {name}: {entry.shows if entry else name}")
+            lines.append(f"### {name}: {entry.shows}" if entry else f"### {name}")
             lines.append("")
             for path in paths:
                 rel = path.relative_to(self.out)
                 if path.suffix == ".png":
-                    lines.append(f"![{name}]({image_prefix}{rel})")
+                    # a toy sweep's figures: each image says which registry entry it is
+                    part = get_entry(path.stem) if entry is None else None
+                    alt = f"{name}: {part.shows}" if part else name
+                    lines.append(f"![{alt}]({image_prefix}{rel})")
             if name in self.captions:
                 lines += ["", self.captions[name]]
-            if name in self.tables:
+            if name in self.tables:  # a table's notes are part of its Markdown
                 lines += ["", self.tables[name]]
-            for note in self.notes.get(name, []):
-                lines.append(f"- note: {note}")
+            else:
+                lines += [f"- note: {note}" for note in self.notes.get(name, [])]
             lines.append("")
         lines += ["## Not produced", ""]
         if not self.skipped:
@@ -99,7 +106,7 @@ def write_all(
     to `root` (default: the working directory). Holds `out`'s lock throughout
     (`gmc_grpo.runlock`)."""
     from figures.common import save_figure
-    from figures.discover import DamagedRun, discover, inventory_markdown
+    from figures.discover import DamagedRun, discover, inventory_markdown, torn_records
     from figures.tables import render_markdown
 
     out = Path(out)
@@ -117,6 +124,7 @@ def write_all(
         out=out,
         inventory=inventory_markdown(runs, root=base),
         damaged=[d.describe(base) for d in damaged],
+        torn=torn_records(runs, root=base),
     )
     names = item_names()
     wanted = list(only) if only else names
@@ -218,13 +226,21 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"--formats {args.formats!r}: choose from {', '.join(FORMATS)}")
     if args.step is not None and args.step < 0:
         raise ValueError(f"--step {args.step}: must be >= 0 (an evaluation step)")
-    from figures.discover import DamagedRun, discover, inventory
+    from figures.discover import DamagedRun, discover, inventory, scan_runs
 
     if args.list:
         damaged: list[DamagedRun] = []
         runs = discover(args.paths, damaged=damaged)
         print(inventory(runs, root=Path.cwd(), damaged=damaged), end="")
         return 0
+    found, damaged_found = scan_runs(args.paths)  # checked before --out is created
+    if not found and not damaged_found and not args.include_empty:
+        raise ValueError(
+            f"no run directory under {', '.join(map(str, args.paths))}: a run directory holds "
+            "the config.json and records that `gmc-grpo toy ...` and `gmc-grpo llm ...` write "
+            "into their --out; give the folder your runs are in (or --include-empty to draw the "
+            "paper's reference values alone)"
+        )
     result = write_all(
         args.paths,
         args.out,
@@ -235,9 +251,18 @@ def _run(args: argparse.Namespace) -> int:
     )
     for line in result.damaged:
         print(f"skipped damaged run: {line}")
+    for line in result.torn:
+        print(f"note: {line}")
     for name, paths in result.written.items():
         print(f"wrote {name}: " + ", ".join(str(p) for p in paths))
     for name, reason in result.skipped.items():
         print(f"not made {name}: {reason}")
     print(f"index: {Path(args.out) / 'INDEX.md'}")
-    return 0 if result.written else 1
+    if not result.written:
+        print(
+            f"nothing was made from the runs found under {', '.join(map(str, args.paths))}: "
+            "each item above says what it needs",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

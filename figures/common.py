@@ -89,6 +89,16 @@ class FigureData:
         missing = sorted({m for p in self.panels for m in p.missing})
         return "missing: " + ", ".join(missing) if missing else "no matching run was found"
 
+    @property
+    def has_references(self) -> bool:
+        """Some panel draws a value or span of the paper (`Panel.references`)."""
+        return any(p.references for p in self.panels)
+
+    @property
+    def has_bands(self) -> bool:
+        """Some curve is a mean of seeds drawn with its 95% band."""
+        return any(s.lo is not None and s.hi is not None for p in self.panels for s in p.series)
+
     def series(self, key: Any, method: str) -> Series | None:
         """The curve of `method` in the panel keyed `key` (None when missing)."""
         for panel in self.panels:

@@ -22,7 +22,6 @@ reason); the other runs are read as usual.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -88,6 +87,11 @@ class Run:
         return self.path.name + suffix
 
     @property
+    def torn(self) -> dict[str, int]:
+        """Record file -> line number of its torn last line, left out (`RunRecord.torn`)."""
+        return self.record.torn
+
+    @property
     def eval_steps(self) -> list[int]:
         return sorted({int(r["step"]) for r in self.evals if r.get("step") is not None})
 
@@ -104,6 +108,8 @@ class Run:
             if value is not None:
                 parts.append(f"{key}={value}")
         parts.append(f"steps={len(self.metrics)}")
+        if self.torn:
+            parts.append("(torn last line left out: " + ", ".join(sorted(self.torn)) + ")")
         if self.evals:
             steps = self.eval_steps
             span = f"{steps[0]}..{steps[-1]}" if steps else "-"
@@ -154,20 +160,27 @@ def is_run_dir(path: str | Path) -> bool:
 
 def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
     """Every run directory at or below `paths` (sorted, without duplicates)."""
-    return _walk(paths)[0]
+    return scan_runs(paths)[0]
 
 
-def _walk(paths: Iterable[str | Path]) -> tuple[list[Path], list[DamagedRun]]:
+def scan_runs(paths: Iterable[str | Path]) -> tuple[list[Path], list[DamagedRun]]:
     """Run directories below `paths`, and folders whose `config.json` does not parse but that
-    hold run records (`metrics.jsonl`, `evals.jsonl`, `summary.json`): damaged runs."""
+    hold run records (`metrics.jsonl`, `evals.jsonl`, `summary.json`): damaged runs.
+
+    A path that does not exist raises `FileNotFoundError`, a file `NotADirectoryError` (a file
+    used to stand for its whole parent folder, so `figures runs/notes.txt` read every run of
+    `runs/`)."""
     found: set[Path] = set()
     damaged: dict[Path, DamagedRun] = {}
     for root in paths:
         root = Path(root)
         if not root.exists():
             raise FileNotFoundError(f"{root} does not exist (give run directories or a runs root)")
-        if root.is_file():
-            root = root.parent
+        if not root.is_dir():
+            raise NotADirectoryError(
+                f"{root} is a file, not a folder: give the run directory that holds it "
+                f"({root.parent}) or a folder of run directories"
+            )
         for current, dirs, _files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
             folder = Path(current).resolve()
@@ -294,7 +307,7 @@ def experiment_kind(run_dir: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)
     except (OSError, ValueError):
         return None
     kind = data.get("kind") if isinstance(data, dict) else None
@@ -377,7 +390,7 @@ def discover(paths: Iterable[str | Path], *, damaged: list[DamagedRun] | None = 
     A run whose records cannot be read is skipped: appended to `damaged` when a list is given,
     else reported with a warning. The other runs are returned as usual.
     """
-    run_dirs, problems = _walk(paths)
+    run_dirs, problems = scan_runs(paths)
     runs: list[Run] = []
     for path in run_dirs:
         try:
@@ -434,7 +447,7 @@ def inventory_markdown(runs: Sequence[Run], root: str | Path | None = None) -> s
         cells = [f"`{_relative(run.path, base)}`", run.kind]
         cells += ["-" if v is None else str(v) for v in (run.method, run.schedule)]
         cells += ["-" if v is None else str(v) for v in (run.delay, run.group_size, run.model)]
-        cells.append(str(len(run.metrics)))
+        cells.append(str(len(run.metrics)) + (" (torn line left out)" if run.torn else ""))
         evals = "-"
         if run.evals:
             steps = run.eval_steps
@@ -444,6 +457,25 @@ def inventory_markdown(runs: Sequence[Run], root: str | Path | None = None) -> s
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "</details>", ""]
     return "\n".join(lines)
+
+
+TORN_NOTE = (
+    "a torn last line (the run was stopped while it wrote that row) was left out; the run is "
+    "read from the rows before it, and a resumed run rewrites the file without it"
+)
+
+
+def torn_records(runs: Sequence[Run], root: str | Path | None = None) -> list[str]:
+    """One line per record file whose torn last line was left out: `path: line N: why` (paths
+    relative to `root`), each file once (a toy run split into several `Run`s shares its
+    records)."""
+    base = Path(root) if root is not None else None
+    seen: dict[Path, str] = {}
+    for run in runs:
+        for name, line in run.torn.items():
+            path = run.path / name
+            seen.setdefault(path, f"{_relative(path, base)}: line {line}: {TORN_NOTE}")
+    return [seen[path] for path in sorted(seen)]
 
 
 def inventory(

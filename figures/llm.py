@@ -171,7 +171,7 @@ def figure2_data(
             f"benchmark is {bench!r}, not MATH500: the paper's values are not comparable and "
             "are not drawn"
         )
-    return FigureData(
+    data = FigureData(
         name="figure2",
         title=f"Figure 2: {bench} sampled Pass@1 under fixed delays (model {model or 'none found'}, "
         f"G = {group_size})",
@@ -179,9 +179,25 @@ def figure2_data(
         ylabel="Pass@1 (%)",
         panels=panels,
         notes=notes,
-        caption="Open diamonds: the paper's Pass@1 at checkpoint 800 (Table 3), in the panels of "
-        "the delays it reports. Shaded: 95% interval over seeds (curves that are a mean of seeds).",
     )
+    # the caption names only what is drawn: the diamonds where a panel's delay is one of Table
+    # 3's, the band where a curve is a mean of seeds
+    parts = []
+    if data.has_references:
+        parts.append(
+            "Open diamonds: the paper's Pass@1 at checkpoint 800 (Table 3), in the panels of "
+            "the delays it reports."
+        )
+    elif bench == "math500":
+        parts.append(
+            "No paper value is drawn: Table 3 reports D = "
+            + ", ".join(str(d) for d in paper.table3_delays())
+            + ", and no panel has one of these delays."
+        )
+    if data.has_bands:
+        parts.append("Shaded: 95% interval over seeds (curves that are a mean of seeds).")
+    data.caption = " ".join(parts)
+    return data
 
 
 def figure4_data(
@@ -214,16 +230,20 @@ def figure4_data(
             if s.lo is not None and s.hi is not None:  # the band of the smoothed mean
                 s.lo, s.hi = moving_average(s.lo, window), moving_average(s.hi, window)
     notes.append("the paper gives Figure 4 as an image only: no reference values are drawn")
-    return FigureData(
+    data = FigureData(
         name="figure4",
         title=f"Figure 4: current-policy token entropy (model {model or 'none found'}, G = {group_size})",
         xlabel="learner step",
         ylabel="entropy (nats / token)",
         panels=panels,
         notes=notes,
-        caption=f"Faint: per-step values; solid: centred moving average over {window} steps; "
-        "shaded: 95% interval over seeds (smoothed), for curves that are a mean of seeds.",
     )
+    data.caption = f"Faint: per-step values; solid: centred moving average over {window} steps." + (
+        " Shaded: 95% interval over seeds (smoothed), for curves that are a mean of seeds."
+        if data.has_bands
+        else ""
+    )
+    return data
 
 
 # ------------------------------------------------------------------------------------------
@@ -290,8 +310,12 @@ def figure5_data(
         ylabel="training reward",
         panels=panels,
         notes=notes,
-        caption=f"Faint: per-step reward; solid: moving average over {window} steps. Dotted: "
-        "where the paper says the curves begin to separate (Appendix B.2.2).",
+        caption=f"Faint: per-step reward; solid: moving average over {window} steps."
+        + (
+            " Dotted: where the paper says the curves begin to separate (Appendix B.2.2)."
+            if any(p.references for p in panels)
+            else ""
+        ),
     )
 
 

@@ -99,6 +99,11 @@ def table3_row(delay: int | None, method: str) -> dict[str, Any] | None:
     return None
 
 
+def table3_delays() -> list[int]:
+    """The fixed delays Table 3 reports (its base-model row aside)."""
+    return sorted({int(row["delay"]) for row in load("table3")["rows"] if row["delay"] is not None})
+
+
 def table4_cell(checkpoint: int, group_size: int, method: str) -> tuple[float, float] | None:
     """Table 4's `(greedy, sampled Pass@1)` for method "gmc" or "tic"."""
     for row in load("table4")["rows"]:

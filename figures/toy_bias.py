@@ -174,7 +174,7 @@ def sweeps_found(runs: Sequence[Run]) -> list[SweepRecords]:
     return [
         SweepRecords(
             name=run.name,
-            rows=load_results(run.path),
+            rows=list(run.record.metrics),  # read once by `discover`; none: "has no rows"
             slopes=(run.record.summary or {}).get("group_size_slopes"),
         )
         for run in runs

@@ -19,7 +19,6 @@ taking those numbers and `ax=None`, returning the figure) draws them. The figure
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ import numpy as np
 
 from figures.common import panel_axes, single_axes
 from figures.style import method_color, method_label, method_rank
+from gmc_grpo.records import read_json, read_jsonl
 from gmc_grpo.stats import t_quantile
 
 TRAINING_METRICS = (
@@ -65,9 +65,9 @@ class ToyExperiment:
 def load_experiment(experiment_dir: str | Path) -> ToyExperiment:
     """The records of an experiment directory (`experiment.json`, `results.csv`, `summary.json`)."""
     path = Path(experiment_dir)
-    experiment = json.loads((path / "experiment.json").read_text())
+    experiment = read_json(path / "experiment.json")
     summary_path = path / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    summary = read_json(summary_path) if summary_path.exists() else {}
     return ToyExperiment(path=path, experiment=experiment, rows=load_results(path), summary=summary)
 
 
@@ -94,14 +94,10 @@ def per_step_values(run_dir: str | Path, metric: str) -> dict[int, list[float]]:
     """`metric` of every seed at each step of one run (`metrics.jsonl`, one row per step per
     seed)."""
     per_step: dict[int, list[float]] = {}
-    with open(Path(run_dir) / "metrics.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            value = row.get(metric)
-            if isinstance(value, (int, float)):
-                per_step.setdefault(int(row["step"]), []).append(float(value))
+    for row in read_jsonl(Path(run_dir) / "metrics.jsonl"):  # a torn last line is left out
+        value = row.get(metric)
+        if isinstance(value, (int, float)):
+            per_step.setdefault(int(row["step"]), []).append(float(value))
     return per_step
 
 

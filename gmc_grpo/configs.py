@@ -196,7 +196,7 @@ def read_json_config(
         state = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise FileNotFoundError(f"{what} config {path} {state}; shipped configs: {listed}")
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is accepted (records.BOM)
     except UnicodeDecodeError:
         raise ValueError(f"{what} config {path} is not UTF-8 text (is it a JSON file?)") from None
     try:

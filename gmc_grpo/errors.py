@@ -1,10 +1,13 @@
 """How the command lines report errors: one line, no traceback, an exit status that says which kind.
 
-- **Bad input** (a config value, a missing or unreadable file, a refused resume): `ValueError`,
-  `FileNotFoundError`, `IsADirectoryError`, `NotADirectoryError`, `FileExistsError`, and a
-  plugin module that cannot be imported (`gmc_grpo.plugins.PluginImportError`) -> exit
-  status 2 and `"<prog>: error: <message>"`; the messages name the field or file and the fix.
-- **The machine refused a write or a read** (a full disk, an unwritable folder, an I/O error):
+- **Bad input** (a config value, a missing or unreadable file, a refused resume, an output
+  folder that is a file or cannot be written: `gmc_grpo.runlock.FolderNotWritableError`):
+  `ValueError`, `FileNotFoundError`, `IsADirectoryError`, `NotADirectoryError`,
+  `FileExistsError`, and a plugin module that cannot be imported
+  (`gmc_grpo.plugins.PluginImportError`) -> exit status 2 and `"<prog>: error: <message>"`; the
+  messages name the field or file and the fix (the range rules: `gmc_grpo.fieldchecks`).
+- **The machine refused a write or a read during a run** (a full disk, a folder made
+  unwritable meanwhile, an I/O error):
   any other `OSError` -> exit status 1 and a line naming the file, the reason and how to continue;
   records are appended line by line and summaries and checkpoints renamed into place, so the run
   folder keeps everything written before and the same command continues it.

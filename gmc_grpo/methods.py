@@ -34,6 +34,7 @@ code when they are called, so the figures and the command-line help stay light.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
@@ -94,7 +95,7 @@ class MethodSettings:
     """GAC: above this the parallel component is removed entirely (0.30, B.1)"""
 
     def __post_init__(self) -> None:
-        check_method_fields(self)
+        check_method_fields(self, allow_infinite_eps=True)
 
     @classmethod
     def of(cls, config: Any, **overrides: float) -> MethodSettings:
@@ -104,17 +105,27 @@ class MethodSettings:
         return cls(**{**values, **overrides})
 
 
-def check_method_fields(config: Any) -> None:
+def check_method_fields(config: Any, *, allow_infinite_eps: bool = False) -> None:
     """Check the method constants a config has (any of `MethodSettings`' fields).
 
+    allow_infinite_eps: accept `eps = inf` (no cap: TIC and GMC become plain IS), as the core API
+        does (`MethodSettings`, `gmc_grpo.estimators`); the training configs read from files and
+        flags refuse it, in both learners alike (`gmc_grpo.fieldchecks`).
     Raises `ValueError("<Class>.<field>=<value>: <why>")` for the first bad one.
     """
 
     def bad(name: str, why: str) -> ValueError:
         return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
 
-    if hasattr(config, "eps") and not config.eps > 0:  # also rejects NaN; inf is plain IS
-        raise bad("eps", "must be > 0 (the cap is 1 + eps)")
+    if hasattr(config, "eps"):
+        if not config.eps > 0:  # also rejects NaN
+            raise bad("eps", "must be a finite number > 0 (the cap is 1 + eps, e.g. eps=0.28)")
+        if not allow_infinite_eps and not math.isfinite(config.eps):
+            raise bad(
+                "eps",
+                "must be a finite number > 0 (the cap is 1 + eps, e.g. eps=0.28; for no cap at "
+                "all use method 'is')",
+            )
     if hasattr(config, "clip_low") and not 0 <= config.clip_low < 1:
         raise bad("clip_low", "must be in [0, 1)")
     if hasattr(config, "clip_high") and not config.clip_high >= 0:

@@ -194,6 +194,13 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, allow_nan=True) + "\n")
 
 
+BOM = b"\xef\xbb\xbf"
+"""The UTF-8 byte-order mark. Readers of JSON and JSONL accept it before the text: RFC 8259
+(section 8.1) lets a parser ignore it, it carries no content, and editors on Windows save it
+(a config or record edited there would otherwise be refused with json's "Unexpected UTF-8 BOM").
+Writers never write one."""
+
+
 class RecordFileError(ValueError):
     """A record file that cannot be read: `path`, `line` (1-based; None for the whole file) and
     `reason`. The message reads `path: line N: reason`."""
@@ -207,12 +214,12 @@ class RecordFileError(ValueError):
 def read_json(path: str | Path) -> Any:
     """Read a JSON file written by `atomic_write_json` (`NaN`/`Infinity` come back as floats).
 
-    A file that does not parse raises `RecordFileError` (a `ValueError`) naming the path, the line
-    and the reason.
+    A UTF-8 byte-order mark at the start is accepted (`BOM`). A file that does not parse raises
+    `RecordFileError` (a `ValueError`) naming the path, the line and the reason.
     """
     path = Path(path)
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return json.loads(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise RecordFileError(path, None, "not UTF-8 text") from None
     except json.JSONDecodeError as err:
@@ -227,23 +234,28 @@ def read_json_object(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+def read_jsonl(path: str | Path, torn: list[int] | None = None) -> list[dict[str, Any]]:
     """Read a JSONL file; a torn last line (a run killed mid-write) is skipped, others must parse.
 
-    Non-finite floats (`NaN`, `Infinity`) come back as floats. A damaged line raises
-    `RecordFileError` (a `ValueError`) naming the path, the line and the reason.
+    Non-finite floats (`NaN`, `Infinity`) come back as floats; a byte-order mark before the first
+    line is accepted (`BOM`). A damaged line raises `RecordFileError` (a `ValueError`) naming the
+    path, the line and the reason. `torn`: a list that receives the 1-based number of a torn last
+    line that was left out (readers that report it: `gmc-grpo figures`, `RunRecord.torn`).
     """
     path = Path(path)
     if not path.exists():
         return []
     rows: list[dict[str, Any]] = []
-    lines = path.read_bytes().split(b"\n")
+    data = path.read_bytes()
+    lines = data.removeprefix(BOM).split(b"\n")
     for index, raw in enumerate(lines):
         last = index == len(lines) - 1  # no trailing newline: the write may have been cut off
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
             if last:
+                if torn is not None:
+                    torn.append(index + 1)
                 break
             raise RecordFileError(path, index + 1, "not UTF-8 text") from None
         if not line.strip():
@@ -252,6 +264,8 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             if last:
+                if torn is not None:
+                    torn.append(index + 1)
                 break
             raise RecordFileError(path, index + 1, f"not valid JSON ({err.msg})") from None
         if not isinstance(row, dict):
@@ -337,6 +351,9 @@ class RunRecord:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     evals: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
+    torn: dict[str, int] = field(default_factory=dict)
+    """record file name -> the line number of its torn last line, left out (a run stopped while
+    it wrote that row; `read_jsonl`)"""
 
 
 def read_run(run_dir: str | Path) -> RunRecord:
@@ -356,12 +373,14 @@ def read_run(run_dir: str | Path) -> RunRecord:
     schema = _check_schema(config, run_dir)
     summary_path = run_dir / "summary.json"
     summary = read_json_object(summary_path) if summary_path.exists() else None
+    torn: dict[str, list[int]] = {"metrics.jsonl": [], "evals.jsonl": []}
     record = RunRecord(
         path=run_dir,
         config=config,
-        metrics=read_jsonl(run_dir / "metrics.jsonl"),
-        evals=read_jsonl(run_dir / "evals.jsonl"),
+        metrics=read_jsonl(run_dir / "metrics.jsonl", torn["metrics.jsonl"]),
+        evals=read_jsonl(run_dir / "evals.jsonl", torn["evals.jsonl"]),
         summary=summary,
+        torn={name: lines[0] for name, lines in torn.items() if lines},
     )
     if schema == 1:
         record.config = upgrade_legacy_values(record.config)

@@ -34,6 +34,10 @@ How (`fcntl.flock`, chosen over the `filelock` package, which wraps the same cal
   than run unguarded. docs/records.md says the same for users.
 
 Python opens the lock file with mode 0o666, so it gets the user's umask like any other file.
+Taking the lock is a command's first write, so an output folder that cannot hold one is refused
+here, as bad input, before anything is written: a file where the folder should be
+(`NotADirectoryError`) or a folder that cannot be created or written (`FolderNotWritableError`:
+permissions, a read-only file system).
 """
 
 from __future__ import annotations
@@ -71,6 +75,23 @@ class RunLockedError(ValueError):
             f"{folder} is in use by another gmc-grpo command ({detail}); one command writes "
             "into a folder at a time: wait for it to finish or stop it, or choose another "
             "folder (--out)"
+        )
+
+
+# errno values that mean "this folder cannot be written": permission, or a read-only file system
+_UNWRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+class FolderNotWritableError(ValueError):
+    """The folder a command would write into cannot be created or written (permissions, a
+    read-only file system); raised before anything is written, so it is bad input (exit status
+    2), not a write refused halfway through a run (`gmc_grpo.errors`)."""
+
+    def __init__(self, folder: Path, error: OSError) -> None:
+        self.folder = folder
+        super().__init__(
+            f"cannot write into {folder}: {error.strerror or error} [errno {error.errno}]; "
+            "nothing was written: make it writable or choose another output folder (--out)"
         )
 
 
@@ -180,13 +201,28 @@ def read_holder(folder: str | Path) -> dict[str, Any] | None:
 
 
 def _make_folder(folder: Path) -> list[Path]:
-    """Create `folder` and its missing parents; return the folders created, outermost first."""
+    """Create `folder` and its missing parents; return the folders created, outermost first.
+
+    A file where the folder (or one of its parents) should be raises `NotADirectoryError`, a
+    folder that cannot be created `FolderNotWritableError`: both bad input, before anything is
+    written."""
     missing = []
     for candidate in (folder, *folder.parents):
         if candidate.exists():
+            if not candidate.is_dir():
+                raise NotADirectoryError(
+                    f"{candidate} is a file, not a folder"
+                    + (f" (it would hold {folder})" if candidate != folder else "")
+                    + ": choose another output folder (--out)"
+                )
             break
         missing.append(candidate)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if error.errno not in _UNWRITABLE:
+            raise
+        raise FolderNotWritableError(folder, error) from None
     return list(reversed(missing))
 
 
@@ -198,6 +234,11 @@ def _acquire(folder: Path, created: list[Path], notice: Callable[[str], None]) -
         except FileNotFoundError:  # the folder was removed meanwhile (a holder's clean-up)
             created = _make_folder(folder) or created
             continue
+        except OSError as error:  # a read-only folder or file system: refused before any write
+            if error.errno not in _UNWRITABLE:
+                raise
+            _remove_empty(created)
+            raise FolderNotWritableError(folder, error) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -68,6 +68,19 @@ def t_interval(values: Iterable[float | None], level: float = 0.95) -> dict[str,
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": n}
 
 
+def interval_text(stat: dict[str, float], spec: str = ".3g") -> str:
+    """`t_interval`'s result as text: `"mean [lo, hi]"` with each number in format `spec`; one
+    value (or an infinite bound) gives `"mean (1 seed, no interval)"` instead of `[-inf, inf]`,
+    no value `"no value"`."""
+    mean, lo, hi = stat["mean"], stat["lo"], stat["hi"]
+    if not math.isfinite(mean):
+        return "no value"
+    if stat.get("n", 2) < 2 or not (math.isfinite(lo) and math.isfinite(hi)):
+        count = stat.get("n", 1)
+        return f"{mean:{spec}} ({count} seed{'s' if count != 1 else ''}, no interval)"
+    return f"{mean:{spec}} [{lo:{spec}}, {hi:{spec}}]"
+
+
 def paired_difference(
     a: Mapping[Hashable, float], b: Mapping[Hashable, float], level: float = 0.95
 ) -> dict[str, float]:

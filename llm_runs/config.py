@@ -15,6 +15,7 @@ from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
+from gmc_grpo.fieldchecks import check_limited, check_number, check_seed
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -278,8 +279,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         self._check_run_and_task()
         self._check_batches()
         check_schedule_fields(self, updates_per_batch=self.inner_steps, accepts_callables=False)
-        if not self.length_unit_tokens > 0:
-            raise self._bad("length_unit_tokens", "must be > 0")
+        check_number(self, "length_unit_tokens", above=0.0)
         self._check_sampling_and_method()
         self._check_optimisation_and_hardware()
         self._check_evaluation_and_logging()
@@ -292,8 +292,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         bad = self._bad
         if not self.out:
             raise bad("out", "must name the run directory")
-        if self.seed < 0:
-            raise bad("seed", "must be >= 0 (the root of the run's random streams)")
+        check_seed(self, "seed")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
                 "TrainConfig: give exactly one of model (a local model directory) and tiny_model "
@@ -311,10 +310,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             raise bad("sft_steps", "must be 0 unless task is 'arithmetic' (the warm-up task)")
         if self.sft_batch_size < 1:
             raise bad("sft_batch_size", "must be >= 1")
-        if not 0 <= self.sft_answer_fraction <= 1:
-            raise bad("sft_answer_fraction", "must be in [0, 1]")
-        if not self.sft_lr > 0:
-            raise bad("sft_lr", "must be > 0")
+        check_number(self, "sft_answer_fraction", at_least=0.0, at_most=1.0)
+        check_number(self, "sft_lr", above=0.0)
 
     def _check_batches(self) -> None:
         """Groups, minibatches, micro-batches and the run length fit together."""
@@ -337,7 +334,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
                 f"must be >= 1 and divide the minibatch of {self.minibatch_groups} groups "
                 "(num_groups / inner_steps)",
             )
-        if self.total_steps < 1 or self.total_steps % self.inner_steps:
+        check_limited(self, "total_steps")
+        if self.total_steps % self.inner_steps:
             raise bad(
                 "total_steps",
                 f"must be >= 1 and a multiple of inner_steps={self.inner_steps} "
@@ -347,8 +345,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     def _check_sampling_and_method(self) -> None:
         """Rollout sampling, the advantage, the method's constants, the behavior log-probs."""
         bad = self._bad
-        if not self.temperature > 0:
-            raise bad("temperature", "must be > 0 (rollouts are sampled)")
+        check_number(self, "temperature", above=0.0, hint="rollouts are sampled (1.0, B.1)")
         if not 0 < self.top_p <= 1:
             raise bad("top_p", "must be in (0, 1]")
         for name in ("max_prompt_tokens", "max_completion_tokens"):
@@ -363,16 +360,13 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     def _check_optimisation_and_hardware(self) -> None:
         """The optimizer's settings, devices, dtypes and the learner's memory knobs."""
         bad = self._bad
-        if not self.lr > 0:
-            raise bad("lr", "must be > 0")
+        check_number(self, "lr", above=0.0)
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise bad("betas", "must be two numbers in [0, 1)")
-        if self.weight_decay < 0:
-            raise bad("weight_decay", "must be >= 0")
+        check_number(self, "weight_decay", at_least=0.0)
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", "must be in [0, 1)")
-        if not self.grad_clip > 0:
-            raise bad("grad_clip", "must be > 0 (use a large value to disable clipping)")
+        check_number(self, "grad_clip", above=0.0, hint="use a large value to disable clipping")
         check_choice(self, "optimizer", OPTIMIZERS)
         check_choice(self, "engine", ENGINES)
         check_choice(self, "layout", LAYOUTS)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import check_field_types, read_json_config
+from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, check_number, check_seed
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
@@ -110,11 +111,12 @@ class EvalConfig:
             raise ValueError(f"EvalConfig.step must be >= 0, got {self.step}")
         if self.n is not None and self.n < 1:
             raise ValueError(f"EvalConfig.n must be >= 1, got {self.n}")
-        if self.temperature <= 0:
-            raise ValueError(
-                f"EvalConfig.temperature must be > 0 for sampled decoding, got {self.temperature}"
-                " (greedy decoding is the 'greedy' entry of decodings)"
-            )
+        check_number(
+            self,
+            "temperature",
+            above=0.0,
+            hint="sampled decoding (1.0, B.1); greedy decoding is the 'greedy' entry of decodings",
+        )
         if not 0 < self.top_p <= 1:
             raise ValueError(f"EvalConfig.top_p must be in (0, 1], got {self.top_p}")
         if self.max_prompt_tokens < 1:
@@ -133,6 +135,7 @@ class EvalConfig:
             raise ValueError(f"EvalConfig.limit must be >= 1, got {self.limit}")
         if self.batch_size < 1:
             raise ValueError(f"EvalConfig.batch_size must be >= 1, got {self.batch_size}")
+        check_seed(self, "seed")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(
                 f"EvalConfig.dtype must be one of {DTYPES} or None, got {self.dtype!r}"
@@ -149,10 +152,13 @@ class EvalConfig:
             )
         if self.scorer_workers is not None and self.scorer_workers < 1:
             raise ValueError(f"EvalConfig.scorer_workers must be >= 1, got {self.scorer_workers}")
-        if self.scorer_timeout_s <= 0:
-            raise ValueError(
-                f"EvalConfig.scorer_timeout_s must be > 0, got {self.scorer_timeout_s}"
-            )
+        check_number(
+            self,
+            "scorer_timeout_s",
+            above=0.0,
+            at_most=MAX_SCORER_TIMEOUT_S,
+            hint="seconds one answer comparison may take before it counts as incorrect (5)",
+        )
         if self.scorer_memory_mb < 0:
             raise ValueError(
                 f"EvalConfig.scorer_memory_mb must be >= 0, got {self.scorer_memory_mb}"
@@ -172,7 +178,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         if not path.is_file():
             raise FileNotFoundError(f"config file {path} does not exist")
         try:
-            data = tomllib.loads(path.read_bytes().decode("utf-8"))
+            data = tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a BOM is accepted
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise ValueError(f"config file {path} is not valid TOML: {err}") from None
         data = data.get("eval", data)

@@ -46,6 +46,8 @@ from fractions import Fraction
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
+from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, number_problem
+
 # Boxed answers longer than this are judged by string comparison only (no parser, no sympy):
 # every reference answer of the seven datasets is far shorter.
 MAX_ANSWER_CHARS = 1000
@@ -643,8 +645,9 @@ class Scorer:
         check_decimal_rel_tol(decimal_rel_tol, "Scorer.decimal_rel_tol")
         if num_workers is not None and num_workers < 1:
             raise ValueError(f"Scorer.num_workers must be >= 1, got {num_workers}")
-        if timeout_s <= 0:
-            raise ValueError(f"Scorer.timeout_s must be > 0, got {timeout_s}")
+        problem = number_problem(timeout_s, above=0.0, at_most=MAX_SCORER_TIMEOUT_S)
+        if problem:  # the rule of `EvalConfig.scorer_timeout_s` (`gmc_grpo.fieldchecks`)
+            raise ValueError(f"Scorer.timeout_s={timeout_s!r}: {problem} (seconds)")
         if memory_mb < 0:
             raise ValueError(f"Scorer.memory_mb must be >= 0, got {memory_mb}")
         self.num_workers = num_workers or max(1, os.cpu_count() or 1)

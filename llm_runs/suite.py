@@ -113,6 +113,7 @@ class SuiteConfig:
     """fraction of the last updates averaged into `final_reward`"""
 
     def __post_init__(self) -> None:
+        from gmc_grpo.fieldchecks import seeds_problem
         from gmc_grpo.methods import method_names
 
         self.seeds = tuple(int(s) for s in self.seeds)
@@ -121,7 +122,7 @@ class SuiteConfig:
             self.delays = tuple(int(d) for d in self.delays)
         if not self.out:
             raise ValueError("SuiteConfig.out='': name the suite folder (--out)")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
+        if seeds_problem(self.seeds):  # the toy learner's rule (`gmc_grpo.fieldchecks`)
             raise ValueError(
                 f"SuiteConfig.seeds={self.seeds}: give distinct seeds >= 0, e.g. --seeds 0,1,2"
             )

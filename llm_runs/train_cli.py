@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import read_json_config
+from gmc_grpo.fieldchecks import parse_int_list, parse_name_list
 from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
 from llm_runs.config import TrainConfig
 from llm_runs.engines.factory import ENGINES
@@ -163,15 +164,9 @@ def _add_resume_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def is_suite(args: argparse.Namespace) -> bool:
-    """Any of `--seeds`, `--methods`, `--delays` asks for a suite."""
-    return any(getattr(args, name, None) for name in ("seeds", "methods", "delays"))
-
-
-def _int_list(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(item) for item in text.split(",") if item.strip())
-    except ValueError:
-        raise ValueError(f"{flag} expects comma-separated integers, got {text!r}") from None
+    """Any of `--seeds`, `--methods`, `--delays` asks for a suite (given empty too: `--seeds ""`
+    is refused by the list parser, not read as one run)."""
+    return any(getattr(args, name, None) is not None for name in ("seeds", "methods", "delays"))
 
 
 def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[str, Any]:
@@ -241,17 +236,22 @@ def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
             "--extend-to and --allow-config-change change one run: pass that run's folder as "
             "--out without --seeds/--methods/--delays"
         )
-    if args.method and args.methods:
+    if args.method and args.methods is not None:
         raise ValueError("give --method (one run) or --methods (a suite), not both")
-    if args.delay is not None and args.delays:
+    if args.delay is not None and args.delays is not None:
         raise ValueError("give --delay (one delay) or --delays (a suite), not both")
-    seeds = _int_list(args.seeds, "--seeds") if args.seeds else (int(values.get("seed", 0)),)
+    given = {name: getattr(args, name) is not None for name in ("seeds", "methods", "delays")}
+    seeds = (
+        tuple(parse_int_list(args.seeds, "--seeds"))
+        if given["seeds"]
+        else (int(values.get("seed", 0)),)
+    )
     methods = (
-        tuple(m.strip() for m in args.methods.split(",") if m.strip())
-        if args.methods
+        tuple(parse_name_list(args.methods, "--methods"))
+        if given["methods"]
         else (values.get("method", "gmc"),)
     )
-    delays = _int_list(args.delays, "--delays") if args.delays else None
+    delays = tuple(parse_int_list(args.delays, "--delays", "0,16")) if given["delays"] else None
     out = values.pop("out")
     return SuiteConfig(
         out=out,

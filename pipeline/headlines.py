@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gmc_grpo.stats import interval_text
+
 # the group-size claim (Corollary 2, B.2.2: "GMC establishes a reward advantage over TIC
 # progressively earlier as the group size increases") is counted once, on J early in training
 GROUP_SIZE_MEASURE = "objective_at_quarter"
@@ -36,7 +38,7 @@ def training_setting(config: dict[str, Any]) -> list[str]:
 
 
 def _ci(stat: dict[str, float]) -> str:
-    return f"{stat['mean']:.3g} [{stat['lo']:.3g}, {stat['hi']:.3g}]"
+    return interval_text(stat, ".3g")
 
 
 def sweep_headline(summary: dict[str, Any]) -> str:

@@ -24,6 +24,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.stats import interval_text
+
 #: The suite of the stage (the README's table comes from it).
 LLM_SUITE_RECIPE = "tiny_delay"
 LLM_SUITE_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
@@ -80,9 +82,7 @@ def machine_description() -> str:
 
 
 def _interval(row: dict[str, Any]) -> str:
-    if not math.isfinite(row["lo"]):
-        return f"{row['mean']:+.3f} (one seed)"
-    return f"{row['mean']:+.3f} [{row['lo']:+.3f}, {row['hi']:+.3f}]"
+    return interval_text(row, "+.3f")
 
 
 def llm_tiny_stage(out_dir: Path) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.stats import interval_text
 from toy_mdps.jobs import machine_jobs
 
 TAU4 = r"$\bar\tau_4 = \frac{1}{NB}\sum_{n}\sum_{b}(\tau_n^{(b)})^4$"
@@ -37,7 +38,7 @@ MAX_LAG_ROWS = 15
 
 
 def _ci(stat: dict[str, float], digits: int = 3) -> str:
-    return f"{stat['mean']:.{digits}g} [{stat['lo']:.{digits}g}, {stat['hi']:.{digits}g}]"
+    return interval_text(stat, f".{digits}g")
 
 
 def _method(name: str) -> str:

@@ -8,6 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+# the largest `--eps` of the constants table: the tight GMC constant's series overflows float64
+# near eps = 1e307 (a NaN in the table); every column is finite up to 1e300 (checked)
+MAX_EPS = 1e300
+
 EPILOG = """examples:
   gmc-grpo theory                      # claims table and the constants at a few eps
   gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
@@ -201,27 +205,33 @@ def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point routed from `gmc-grpo theory`."""
+    """Entry point routed from `gmc-grpo theory`: bad input exits with status 2 and one line, a
+    refused write with status 1 and one line (`gmc_grpo.errors`)."""
+    from gmc_grpo.errors import run_reported
+
     args = build_parser().parse_args(argv)
+    return run_reported("gmc-grpo theory", lambda: _checked_run(args))
+
+
+def _checked_run(args: argparse.Namespace) -> int:
+    """Check the flags, then run (inside `--out`'s lock when there is one)."""
+    from gmc_grpo.fieldchecks import check_positive_numbers
+
     if args.explorer is not None:
         from theory.explorer_page import write_explorer_page
 
         path = write_explorer_page(args.explorer)
         print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")
         return 0
-    if any(e <= 0 for e in args.eps):
-        print(f"gmc-grpo theory: error: --eps values must be > 0, got {args.eps}", file=sys.stderr)
-        return 2
+    check_positive_numbers(args.eps, "--eps", at_most=MAX_EPS)
     if args.out is None:
         return _run(args)
-    from gmc_grpo.runlock import RunLockedError, run_lock
+    from gmc_grpo.runlock import run_lock
 
-    try:
-        with run_lock(args.out):  # one writer per folder (`gmc_grpo.runlock`)
-            return _run(args)
-    except RunLockedError as error:
-        print(f"gmc-grpo theory: error: {error}", file=sys.stderr)
-        return 2
+    # one writer per folder; a file, or a folder that cannot be written, is refused here, before
+    # anything is computed or written (`gmc_grpo.runlock`)
+    with run_lock(args.out):
+        return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -234,18 +244,15 @@ def _run(args: argparse.Namespace) -> int:
 
         missing = [str(p) for p in args.runs if not p.exists()]
         if missing:
-            print(f"error: --runs: no such folder {', '.join(missing)}", file=sys.stderr)
-            return 2
+            raise FileNotFoundError(f"--runs: no such folder {', '.join(missing)}")
         evidence = collect_evidence(args.runs)
         if evidence.empty:
-            print(
-                f"error: --runs: no toy run the claims table can read under "
+            raise ValueError(
+                f"--runs: no toy run the claims table can read under "
                 f"{', '.join(map(str, args.runs))}: no run with bound tracking (train with "
                 "--bound-every K, e.g. `gmc-grpo toy train --experiment bounds_quick`), no "
-                "delay-regularity experiment, no bias sweep",
-                file=sys.stderr,
+                "delay-regularity experiment, no bias sweep"
             )
-            return 2
         for problem in evidence.problems:
             print(f"warning: {problem}", file=sys.stderr)
     rows = evaluate_claims(evidence)

@@ -4,8 +4,9 @@ Each subcommand is a module with `HELP`, `add_arguments(parser)` and
 `run(args, draw_figures=None) -> exit code`: `sweep` (`toy_mdps.sweep.cli`) and `train`
 (`toy_mdps.train.cli`). `draw_figures(kind, run_dir)` is the figure step: this track imports no
 `figures`, so `gmc-grpo toy` (`pipeline.toy`) passes one; `python -m toy_mdps.cli` draws none.
-A bad config or flag exits with status 2 and one line naming the field; a refused write (full
-disk, unwritable folder) with status 1 and one line (`gmc_grpo.errors`).
+A bad config or flag (or an output folder that is a file or cannot be written) exits with status
+2 and one line naming the field; a write refused during a run (a full disk) with status 1 and one
+line (`gmc_grpo.errors`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import config_error, read_json_config
+from gmc_grpo.fieldchecks import check_number, check_seed
 from gmc_grpo.seeding import stream_seed
 from toy_mdps.mdp import REWARD_KINDS, TokenMDP
 from toy_mdps.policies import POLICY_CLASSES
@@ -56,14 +57,11 @@ def check_problem_fields(config: Any) -> None:
         raise config_error(config, "pattern_length", f"must be <= max_length={config.max_length}")
     if config.reward not in REWARD_KINDS:
         raise config_error(config, "reward", f"must be one of {REWARD_KINDS}")
-    if not config.reward_scale > 0:
-        raise config_error(config, "reward_scale", "must be > 0")
+    check_number(config, "reward_scale", above=0.0)
     if config.policy not in POLICY_NAMES:
         raise config_error(config, "policy", f"must be one of {POLICY_NAMES}")
-    if not config.init_scale >= 0:
-        raise config_error(config, "init_scale", "must be >= 0")
-    if config.mdp_seed < 0:
-        raise config_error(config, "mdp_seed", "must be >= 0 (the root of the MDP's stream)")
+    check_number(config, "init_scale", at_least=0.0)
+    check_seed(config, "mdp_seed")
 
 
 def make_mdp(config: Any) -> TokenMDP:

@@ -22,10 +22,8 @@ callable that produces one item with the policy of that version (the current one
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from numbers import Integral
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -78,20 +76,6 @@ def entry_from_state(state: dict[str, Any]) -> ScheduledBatch[Any]:
 def chunks(lags: list[int], size: int) -> list[list[int]]:
     """`lags` cut into consecutive lists of `size` (one per learner update)."""
     return [lags[start : start + size] for start in range(0, len(lags), size)]
-
-
-def is_finite_at_least(value: Any, minimum: float) -> bool:
-    """`value` is a real number, finite and `>= minimum` (False for NaN, inf, strings, None)."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(number) and number >= minimum
-
-
-def is_int_at_least(value: Any, minimum: int) -> bool:
-    """`value` is an integer (not a bool) and `>= minimum`."""
-    return isinstance(value, Integral) and not isinstance(value, bool) and value >= minimum
 
 
 class Schedule(Generic[T]):

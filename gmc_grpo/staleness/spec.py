@@ -37,8 +37,9 @@ from gmc_grpo.defaults import (
     PAPER_LAMBDA,
     PAPER_MAX_LAUNCHES,
 )
+from gmc_grpo.fieldchecks import check_limited, is_finite_at_least, is_int_at_least
 from gmc_grpo.registry import Registry
-from gmc_grpo.staleness.base import ITEM_KINDS, Schedule, is_finite_at_least, is_int_at_least
+from gmc_grpo.staleness.base import ITEM_KINDS, Schedule
 from gmc_grpo.staleness.batches import FixedDelaySchedule, LengthCoupledSchedule
 from gmc_grpo.staleness.workers import (
     ConstantTime,
@@ -195,9 +196,9 @@ def check_schedule_fields(
         raise bad("delay", "must be an integer >= 0 (e.g. delay=32)")
     if not is_finite_at_least(config.lam, 0.0):
         raise bad("lam", "must be a finite number >= 0 (B.1 uses lam=28)")
-    for name, example in (("max_launches", "400 (B.1)"), ("num_workers", "16")):
-        if not is_int_at_least(getattr(config, name), 1):
-            raise bad(name, f"must be an integer >= 1 (e.g. {name}={example})")
+    if not is_int_at_least(config.max_launches, 1):
+        raise bad("max_launches", "must be an integer >= 1 (e.g. max_launches=400, B.1)")
+    check_limited(config, "num_workers")
     times = GENERATION_TIME_NAMES if accepts_callables else CONFIG_GENERATION_TIMES
     check_choice(config, "generation_time", times)
     if not is_finite_at_least(config.time_scale, 0.0):

@@ -19,14 +19,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from gmc_grpo.staleness.base import (
-    Schedule,
-    ScheduledBatch,
-    entry_from_state,
-    entry_state,
-    is_finite_at_least,
-    is_int_at_least,
-)
+from gmc_grpo.fieldchecks import is_finite_at_least, is_int_at_least
+from gmc_grpo.staleness.base import Schedule, ScheduledBatch, entry_from_state, entry_state
 
 T = TypeVar("T")
 

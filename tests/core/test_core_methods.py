@@ -165,7 +165,8 @@ def test_bad_specs_name_the_field(fields, message):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"eps": 0.0}, r"MethodSettings.eps=0.0: must be > 0"),
+        ({"eps": 0.0}, r"MethodSettings.eps=0.0: must be a finite number > 0"),
+        ({"eps": float("nan")}, r"MethodSettings.eps=nan: must be a finite number > 0"),
         ({"clip_low": 1.0}, r"MethodSettings.clip_low=1.0: must be in \[0, 1\)"),
         ({"truncation": -1.0}, r"MethodSettings.truncation=-1.0: must be > 0"),
         ({"gac_low": 0.5, "gac_high": 0.3}, r"MethodSettings.gac_low=0.5"),

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gmc_grpo import runlock
+from gmc_grpo.records import RunWriter
 from gmc_grpo.runlock import (
     LOCK_NAME,
     RunLockedError,
@@ -127,7 +128,8 @@ def test_every_writing_command_takes_the_lock_before_it_writes(
     argv: list[str], locked: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder, barrier = tmp_path / locked, tmp_path / "barrier"
-    (tmp_path / "some_run").mkdir()  # `figures` needs a folder to read; it holds no run
+    with RunWriter(tmp_path / "some_run", {"method": "gmc"}) as writer:  # for `figures` to read
+        writer.log_metrics({"step": 0, "policy/objective": 0.5})
     holder = hold([folder], barrier)
     try:
         words = [w.format(folder=folder, tmp=tmp_path) for w in argv]

@@ -529,7 +529,11 @@ def test_schedule_names_and_factory():
         ({"schedule": "fifo"}, r"ScheduleSettings.schedule='fifo': must be one of \('fixed_delay'"),
         ({"delay": -1}, r"ScheduleSettings.delay=-1: must be an integer >= 0 \(e.g. delay=32\)"),
         ({"lam": float("nan")}, r"ScheduleSettings.lam=nan: must be a finite number >= 0"),
-        ({"num_workers": 0}, r"ScheduleSettings.num_workers=0: must be an integer >= 1"),
+        ({"num_workers": 0}, r"ScheduleSettings.num_workers=0: must be a whole number in \[1, "),
+        (
+            {"num_workers": 100_001},  # gmc_grpo.fieldchecks.MAX_NUM_WORKERS
+            r"ScheduleSettings.num_workers=100001: must be a whole number in \[1, 100,000\]",
+        ),
         ({"generation_time": "gamma"}, r"ScheduleSettings.generation_time='gamma': must be one"),
         (
             {"generation_time": "exponential", "time_scale": 0.0},

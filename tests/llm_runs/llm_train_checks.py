@@ -63,6 +63,26 @@ def strip(rows):
     ]
 
 
+#: fields fixed by the sampled tokens alone (equal when the same tokens were drawn)
+TOKEN_FIELDS = ("step", "reward/", "response/", "staleness/")
+
+
+def assert_same_rollouts(got, want, rel=1e-4, abs=1e-5):
+    """Two runs' rows drew the same tokens: token-fixed fields equal, the log-prob-derived ones
+    equal up to float32 rounding. The HF engine samples a call's prompts as one batch, whose
+    matrix products MKL rounds differently from one-prompt ones (docs/llm-cpu.md, "Records"),
+    so the recorded log-probs of the same tokens differ in their last bits."""
+    import pytest
+
+    assert [sorted(r) for r in got] == [sorted(r) for r in want]
+    for a, b in zip(got, want, strict=True):
+        for key, value in a.items():
+            if key.startswith(TOKEN_FIELDS):
+                assert value == b[key], (a["step"], key)
+            else:
+                assert value == pytest.approx(b[key], rel=rel, abs=abs), (a["step"], key)
+
+
 def engine_processes(parent: int | None = None) -> list[int]:
     """Pids of running engine processes (of the trainer `parent`, or of any)."""
     found = []

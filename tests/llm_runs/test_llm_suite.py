@@ -223,6 +223,8 @@ def test_suite_command_line(tmp_path):
         ["--recipe", "tiny_delay", "--seeds", "0,1,2", "--methods", "grpo,tic,gmc"]
     )
     assert is_suite(args)
+    assert is_suite(parser.parse_args(["--recipe", "tiny", "--seeds", ""]))  # refused, not 1 run
+    assert not is_suite(parser.parse_args(["--recipe", "tiny"]))
     suite = suite_from_args(args)
     assert suite.seeds == (0, 1, 2) and suite.methods == ("grpo", "tic", "gmc")
     assert suite.suite_delays == (16,) and suite.out == "runs/tiny_delay_suite"
@@ -231,7 +233,11 @@ def test_suite_command_line(tmp_path):
         "runs/tiny_delay_suite/grpo_d16_seed1",
     ]
     bad = [
-        (["--seeds", "0,x"], "--seeds expects comma-separated integers"),
+        (["--seeds", "0,x"], "--seeds '0,x': 'x' is not a whole number"),
+        (["--seeds", ""], "--seeds '': give at least one value"),
+        (["--seeds", "1,,2"], "--seeds '1,,2': an entry is empty"),
+        (["--methods", ""], "--methods '': give at least one value"),
+        (["--delays", "0,"], "--delays '0,': an entry is empty"),
         (["--seeds", "0,0"], "distinct seeds"),
         (["--methods", "gmc,nope"], "registered methods"),
         (["--methods", "gmc", "--method", "tic"], "not both"),

@@ -1,6 +1,7 @@
 """No wasted rollouts (issue 24, item 4): the FIFO's fill is one engine call, a run of `N` updates
 generates exactly `N` batches, and the consumed batches hold what they held when every batch had
-an engine call of its own (each sample has its own seed: the HF engine's per-row generators)."""
+an engine call of its own (each sample has its own seed: the HF engine's per-row generators; the
+log-probs of the same tokens equal to float32 rounding, `assert_same_rollouts`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ import pytest
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
-from llm_train_checks import even_first_char, one_thread, quiet, strip, tiny_config  # noqa: E402, F401
+from llm_train_checks import (  # noqa: E402, F401
+    assert_same_rollouts,
+    even_first_char,
+    one_thread,
+    quiet,
+    strip,
+    tiny_config,
+)
 
 from gmc_grpo.records import read_jsonl  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
@@ -62,7 +70,7 @@ def test_the_fill_is_one_call_and_n_updates_generate_n_batches(tmp_path, delay, 
     assert [r["staleness/lag"] for r in rows] == [min(n, delay) for n in range(steps)]
     single, same = run(tmp_path / "single", OnePromptPerCall, delay=delay, total_steps=steps)
     assert single == [1] * steps * b
-    assert same == rows  # every consumed batch as if generated alone
+    assert_same_rollouts(same, rows)  # every consumed batch as if generated alone
 
 
 def test_inner_steps_count_batches_not_updates(tmp_path):

@@ -9,7 +9,13 @@ import torch
 
 pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
-from llm_train_checks import even_first_char, one_thread, quiet, tiny_config  # noqa: E402, F401
+from llm_train_checks import (  # noqa: E402, F401
+    assert_same_rollouts,
+    even_first_char,
+    one_thread,
+    quiet,
+    tiny_config,
+)
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
 from gmc_grpo.staleness import lag_statistics  # noqa: E402
@@ -136,17 +142,7 @@ def test_refill_launches_share_one_engine_call(tmp_path):
         return [{k: v for k, v in r.items() if not k.startswith("perf/")} for r in rows]
 
     got = strip(read_jsonl(tmp_path / "batched" / "metrics.jsonl"))
-    want = strip(read_jsonl(tmp_path / "single" / "metrics.jsonl"))
-    # the same groups: rewards, lengths and lags equal; log-prob-derived fields equal up to the
-    # last bits of float32 (the HF engine samples a launch's prompts as one batch, whose matrix
-    # products MKL rounds differently from one-prompt ones: docs/llm-cpu.md, "Records")
-    assert [r.keys() for r in got] == [r.keys() for r in want]
-    for a, b in zip(got, want, strict=True):
-        for key in a:
-            if key.startswith(("reward/", "response/", "staleness/")) or key == "step":
-                assert a[key] == b[key], key
-            else:
-                assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-5), key
+    assert_same_rollouts(got, strip(read_jsonl(tmp_path / "single" / "metrics.jsonl")))
     # constant times: W / B = 7 / 4, lags floor and ceil of it once the first groups are used
     assert [(r["staleness/lag_min"], r["staleness/lag_max"]) for r in got[2:]] == [(1, 2)] * 2
 

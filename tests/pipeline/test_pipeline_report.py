@@ -96,13 +96,41 @@ def test_sympy_latex_of_our_kinds_of_expressions_converts() -> None:
         assert "<math" in mathml and "\\" not in re.sub(r"<[^>]+>", "", mathml)
 
 
+# a LaTeX construct -> the MathML element it must become (each formula holding it is checked)
+STRUCTURES = {
+    r"\frac": "<mfrac>",
+    r"\sqrt": ("<msqrt>", "<mroot>"),
+    r"\sum": "&#x02211;",
+    r"\log": "<mi>log</mi>",
+    r"\epsilon": "&#x003F5;",
+    "^": ("<msup>", "<msubsup>", "<mover"),
+}
+
+
 def test_every_claims_table_formula_converts() -> None:
+    """Each row's claim and derived formula (the paper's 28 claims and our readings) converts
+    to one `<math>` element that keeps no LaTeX as text, and each construct it holds becomes its
+    MathML element (a fraction an `<mfrac>`, a root an `<msqrt>`, ...)."""
     from theory.claims import evaluate_claims
 
     rows = evaluate_claims()
+    assert sum(row["section"] == "paper" for row in rows) == 28
+    seen = dict.fromkeys(STRUCTURES, 0)
     for row in rows:
         for key in ("claim_latex", "derived_latex"):
-            latex_to_mathml(str(row[key]))  # raises on a failure
+            latex = str(row[key])
+            assert latex.strip(), (row["title"], key)
+            mathml = latex_to_mathml(latex)
+            assert mathml.startswith('<math xmlns="http://www.w3.org/1998/Math/MathML"')
+            assert mathml.count("<math") == 1 and mathml.endswith("</math>")
+            text = re.sub(r"<[^>]+>", "", mathml)
+            assert "\\" not in text and "$" not in text, (row["title"], key, text)
+            for construct, elements in STRUCTURES.items():
+                if construct in latex:
+                    wanted = (elements,) if isinstance(elements, str) else elements
+                    assert any(e in mathml for e in wanted), (row["title"], key, construct)
+                    seen[construct] += 1
+    assert all(seen.values()), seen  # every construct occurs in the table at least once
 
 
 # ------------------------------------------------------------------------------------------------

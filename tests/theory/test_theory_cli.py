@@ -39,8 +39,14 @@ def test_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bad_eps(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--eps", "-1"]) == 2
-    assert "must be > 0" in capsys.readouterr().err
+    for bad in ("-1", "nan", "inf", "1e+308"):  # 1e308: past theory.cli.MAX_EPS
+        assert main(["--eps", "0.28", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert (
+            f"--eps 0.28 {bad}: every value must be a finite number in (0, 1e+300], got {bad}"
+            in err
+        )
 
 
 def test_out_writes_plots_and_no_torch(tmp_path: Path) -> None:

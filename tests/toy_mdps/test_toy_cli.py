@@ -4,6 +4,7 @@ folders; the sweep writes no empty `evals.jsonl` and says what it does after its
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,29 @@ def test_sweep_writes_no_empty_evals_and_says_what_runs_after_its_bar(
     after = err[bar_done:]
     assert f"writing {out}/results.csv" in after
     assert f"drawing the figures into {out}/figures" in after
+
+
+def test_one_seed_prints_no_infinite_interval(tmp_path: Path, capsys) -> None:
+    """One learner seed has no interval over seeds: the summary line says so instead of
+    `final J 0.1757 [-inf, inf]`; two seeds print the t-interval of `summary.json`."""
+    from gmc_grpo.records import read_json
+    from gmc_grpo.stats import interval_text
+
+    flags = ["--num-prompts", "2", "--max-length", "3", "--num-groups", "2", "--group-size", "4"]
+    for seeds, out in (("0", tmp_path / "one"), ("0,1", tmp_path / "two")):
+        argv = ["train", "--steps", "3", "--seeds", seeds, "--out", str(out), "--no-progress"]
+        assert toy_main([*argv, *flags]) == 0
+        line = capsys.readouterr().out.splitlines()[0].split("summary.json: ")[1]
+        final = read_json(out / "summary.json")["mean"]["final_objective"]
+        assert "inf" not in line and "nan" not in line
+        if seeds == "0":
+            assert final["n"] == 1 and f"final J {final['mean']:.4f} (1 seed, no interval)," in line
+        else:
+            lo, hi = f"{final['lo']:.4f}", f"{final['hi']:.4f}"
+            assert f"final J {final['mean']:.4f} [{lo}, {hi}]," in line
+    stat = {"mean": 2.0, "lo": 1.0, "hi": 3.0, "n": 3}
+    assert interval_text(stat, ".2f") == "2.00 [1.00, 3.00]"
+    assert interval_text({**stat, "lo": -math.inf, "hi": math.inf, "n": 1}) == (
+        "2 (1 seed, no interval)"
+    )
+    assert interval_text({"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}) == "no value"

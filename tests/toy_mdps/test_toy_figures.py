@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from figures.style import METHOD_COLORS, method_color
+from figures.style import METHOD_COLORS, method_color, method_label
 from figures.toy_bias import (
     bias_vs_group_size_data,
     bias_vs_staleness_data,
@@ -50,19 +52,91 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SweepConfig]:
     return out, config
 
 
-def test_sweep_writes_png_and_pdf(run: tuple[Path, SweepConfig]) -> None:
-    out, _ = run
+def _errorbar_points(axis) -> dict[str, list[tuple[float, float]]]:
+    """Label -> the (x, y) points of each errorbar curve drawn on `axis`."""
+    return {
+        c.get_label(): [tuple(p) for p in c.lines[0].get_xydata()]
+        for c in axis.containers
+        if c.lines[0] is not None
+    }
+
+
+def _expected_points(curves, scale: float = 1.0) -> dict[str, list[tuple[float, float]]]:
+    """What `_draw` plots of `curves`: each method's points with a positive mean, scaled."""
+    return {
+        method_label(method): [(x, mean / scale) for x, mean, _, _ in points if mean > 0]
+        for method, points in curves.series.items()
+        if any(mean > 0 for _, mean, _, _ in points)
+    }
+
+
+def _assert_same_points(drawn: dict, expected: dict) -> None:
+    """Two `label -> [(x, y)]` maps hold the same labels and (to float precision) points (and
+    there is something to compare)."""
+    assert expected and all(expected.values())
+    assert set(drawn) == set(expected), (sorted(drawn), sorted(expected))
+    for label, points in expected.items():
+        assert np.allclose(drawn[label], points, rtol=1e-12, atol=0), label
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    return struct.unpack(">II", data[16:24])
+
+
+def test_sweep_figures_draw_the_sweeps_numbers(run: tuple[Path, SweepConfig]) -> None:
+    """The sweep's figure step writes the registry's four figures as PNG and PDF, listed in
+    `summary.json`; each PNG has the size of its figure at `PNG_DPI`; and each figure draws the
+    numbers its data function computes from the rows (the curves' points, Prop. 1's bound, the
+    removed-mass scatter), checked here on the figure objects."""
+    import matplotlib.pyplot as plt
+
+    from figures.common import PNG_DPI
+    from figures.registry import folder_figures
+
+    out, config = run
+    stems = ["bias_vs_staleness", "second_moment_vs_staleness", "bias_vs_group_size",
+             "removed_mass_vs_bound"]  # fmt: skip
     listed = read_json(out / "summary.json")["figures"]
-    assert len(listed) == 8 and all((out / name).exists() for name in listed)
-    for stem in (
-        "bias_vs_staleness",
-        "second_moment_vs_staleness",
-        "bias_vs_group_size",
-        "removed_mass_vs_bound",
-    ):
-        for ext in (".png", ".pdf"):
-            path = out / "figures" / f"{stem}{ext}"
-            assert path.exists() and path.stat().st_size > 1000
+    assert sorted(listed) == sorted(f"figures/{s}.{e}" for s in stems for e in ("png", "pdf"))
+    records = load_sweep(out)
+    figures = folder_figures("sweep", records)
+    assert list(figures) == stems
+    for stem, fig in figures.items():
+        width, height = fig.get_size_inches()
+        size = _png_size(out / "figures" / f"{stem}.png")
+        assert size == (round(width * PNG_DPI), round(height * PNG_DPI)), stem
+        assert (out / "figures" / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+
+    bias = bias_vs_staleness_data(records)
+    (axis,) = figures["bias_vs_staleness"].axes
+    drawn = _errorbar_points(axis)
+    expected = _expected_points(bias, bias.scale)
+    _assert_same_points(drawn, expected)
+    assert len(expected) == len(config.methods)  # every measured method has a point
+
+    moment = second_moment_vs_staleness_data(records)
+    (axis,) = figures["second_moment_vs_staleness"].axes
+    _assert_same_points(_errorbar_points(axis), _expected_points(moment))
+    bound = [line for line in axis.get_lines() if line.get_label() == "Prop. 1 bound"]
+    assert moment.bound is not None and len(bound) == 1
+    assert list(bound[0].get_ydata()) == pytest.approx([moment.bound, moment.bound])
+    tic = [r for r in records.rows if r["method"] == "tic" and r["eps"] == moment.eps]
+    assert moment.bound == pytest.approx(float(tic[0]["chain/second_moment_bound"]))
+
+    slopes = bias_vs_group_size_data(records)
+    (axis,) = figures["bias_vs_group_size"].axes
+    _assert_same_points(_errorbar_points(axis), _expected_points(slopes))
+    assert sorted(slopes.series) == ["gmc", "tic"] and slopes.staleness == max(config.delays)
+
+    removed = removed_mass_vs_bound_data(records)
+    (axis,) = figures["removed_mass_vs_bound"].axes
+    scatter = {c.get_label(): c.get_offsets().tolist() for c in axis.collections}
+    expected = {method_label(m): list(zip(*pair, strict=True)) for m, pair in removed.items()}
+    _assert_same_points(scatter, expected)  # every (bound, removed mass) grid point, in order
+    for fig in figures.values():
+        plt.close(fig)
 
 
 def test_plot_functions_accept_an_axis(run: tuple[Path, SweepConfig], tmp_path: Path) -> None:
@@ -72,16 +146,30 @@ def test_plot_functions_accept_an_axis(run: tuple[Path, SweepConfig], tmp_path: 
     rows = load_results(out)
     slopes = group_size_slopes(rows, config)
     fig, axes = plt.subplots(2, 2)
+    bias = bias_vs_staleness_data(rows)
+    moment = second_moment_vs_staleness_data(rows)
+    by_g = bias_vs_group_size_data(rows, slopes=slopes)
     got = [
-        plot_bias_vs_staleness(bias_vs_staleness_data(rows), ax=axes[0, 0]),
-        plot_second_moment_vs_staleness(second_moment_vs_staleness_data(rows), ax=axes[0, 1]),
-        plot_bias_vs_group_size(bias_vs_group_size_data(rows, slopes=slopes), ax=axes[1, 0]),
+        plot_bias_vs_staleness(bias, ax=axes[0, 0]),
+        plot_second_moment_vs_staleness(moment, ax=axes[0, 1]),
+        plot_bias_vs_group_size(by_g, ax=axes[1, 0]),
         plot_removed_mass_vs_bound(removed_mass_vs_bound_data(rows), ax=axes[1, 1]),
     ]
     assert all(f is fig for f in got)
-    assert axes[0, 0].get_lines() or axes[0, 0].collections
+    # each plot drew into the axis it was given: the curves of its own data, nothing else
+    _assert_same_points(_errorbar_points(axes[0, 0]), _expected_points(bias, bias.scale))
+    _assert_same_points(_errorbar_points(axes[0, 1]), _expected_points(moment))
+    _assert_same_points(_errorbar_points(axes[1, 0]), _expected_points(by_g))
+    fitted = [line.get_label() for line in axes[1, 0].get_lines() if "slope" in line.get_label()]
+    assert len(fitted) == sum(len(f) for f in by_g.fits.values()) >= 1
+    assert {c.get_label() for c in axes[1, 1].collections} == {"TIC-GRPO", "GMC-GRPO"}
     paths = write_sweep_figures(load_sweep(out), tmp_path / "figs")
-    assert len(paths) == 8
+    assert sorted(p.name for p in paths) == sorted(
+        f"{stem}.{ext}"
+        for stem in ("bias_vs_staleness", "second_moment_vs_staleness", "bias_vs_group_size",
+                     "removed_mass_vs_bound")
+        for ext in ("png", "pdf")
+    )  # fmt: skip
     plt.close(fig)
 
 

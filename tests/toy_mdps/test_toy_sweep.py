@@ -150,10 +150,37 @@ def test_unknown_config_key_is_rejected() -> None:
     assert SweepConfig.from_dict({**TINY, "kind": "sweep"}).name == "tiny"
 
 
+# name -> (grid points, staleness values, group sizes), worked out by hand from each file:
+# points = seeds x staleness x G x (4 methods without eps + TIC and GMC once per eps value)
+SHIPPED_GRIDS = {
+    "quick": (3 * 4 * 4 * (4 + 2 * 1), [0, 16, 32, 64], [2, 8, 32, 128]),  # 288
+    "full": (3 * 7 * 7 * (4 + 2 * 3), [0, 4, 8, 16, 32, 48, 64], [2, 4, 8, 16, 32, 64, 128]),
+    "direct": (3 * 6 * 3 * (4 + 2 * 1), [0.0, 0.1, 0.5, 1.0, 2.0, 4.0], [2, 8, 32]),  # target KLs
+}
+
+
 @pytest.mark.parametrize("name", SWEEP_CONFIGS)
-def test_shipped_configs_parse(name: str) -> None:
-    config = SweepConfig.from_file(CONFIG_DIR / f"{name}.json")
-    assert len(list(grid_points(config))) > 0
+def test_shipped_configs_hold_the_grid_their_file_says(name: str) -> None:
+    """Every field of a shipped file reaches the config unchanged, and the grid crosses seeds,
+    staleness values, group sizes, methods and (for TIC and GMC only) eps, as counted by hand."""
+    path = CONFIG_DIR / f"{name}.json"
+    config = SweepConfig.from_file(path)
+    for key, value in json.loads(path.read_text()).items():
+        if not key.startswith("_"):
+            assert getattr(config, key) == value, key
+    count, staleness, group_sizes = SHIPPED_GRIDS[name]
+    assert config.staleness_values == staleness and config.group_sizes == group_sizes
+    assert config.methods == ["is", "grpo", "tic", "gmc", "vcpo", "a3po"]
+    points = list(grid_points(config))
+    assert len(points) == len(set(points)) == count
+    assert {p[0] for p in points} == {0, 1, 2}  # seeds
+    assert [p[2] for p in points if p[0] == 0 and p[3] == group_sizes[0] and p[4] == "is"] == (
+        staleness
+    )  # staleness values in order, with their index
+    assert all(p[1] == staleness.index(p[2]) for p in points)
+    eps_of = {m: sorted({p[5] for p in points if p[4] == m}, key=str) for m in config.methods}
+    assert eps_of["tic"] == eps_of["gmc"] == sorted(config.eps_values)
+    assert all(eps_of[m] == [None] for m in ("is", "grpo", "vcpo", "a3po"))
 
 
 def test_direct_mode_sweep(tmp_path: Path) -> None:

@@ -12,31 +12,32 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from gmc_grpo.fieldchecks import (
+    check_threads,
+    flag_type,
+    flag_value,
+    parse_float_list,
+    parse_int_list,
+    parse_name_list,
+)
+
 HELP = "bias and second moment of every estimator vs delay, eps and G (exact gradients)"
 # `(kind, run directory) -> written figure paths`; kind is "sweep" or "experiment"
 DrawFigures = Callable[[str, Path], list[Path]]
 
 
-def _int_list(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
-def _float_list(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
-
-
-def _str_list(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
 # flag -> (SweepConfig field, parser of the value, help)
 _OVERRIDES: dict[str, tuple[str, Callable[[str], object], str]] = {
-    "--methods": ("methods", _str_list, "comma-separated methods (is,grpo,tic,gmc,vcpo,a3po)"),
-    "--delays": ("delays", _int_list, "comma-separated delays (trajectory mode)"),
-    "--target-kls": ("target_kls", _float_list, "comma-separated target KLs (direct mode)"),
-    "--eps": ("eps_values", _float_list, "comma-separated eps values (cap 1+eps)"),
-    "--group-sizes": ("group_sizes", _int_list, "comma-separated group sizes G"),
-    "--seeds": ("seeds", _int_list, "comma-separated replicate seeds"),
+    "--methods": (
+        "methods",
+        parse_name_list,
+        "comma-separated methods (is,grpo,tic,gmc,vcpo,a3po)",
+    ),
+    "--delays": ("delays", parse_int_list, "comma-separated delays (trajectory mode)"),
+    "--target-kls": ("target_kls", parse_float_list, "comma-separated target KLs (direct mode)"),
+    "--eps": ("eps_values", parse_float_list, "comma-separated eps values (cap 1+eps)"),
+    "--group-sizes": ("group_sizes", parse_int_list, "comma-separated group sizes G"),
+    "--seeds": ("seeds", parse_int_list, "comma-separated replicate seeds"),
     "--num-minibatches": ("num_minibatches", int, "M, minibatches per grid point"),
     "--num-groups": ("num_groups", int, "B, groups per minibatch"),
     "--behavior": ("behavior", str, "trajectory or direct"),
@@ -89,7 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a 2-core machine); the rows equal those of --jobs 1 --threads 1",
     )
     for flag, (_, kind, text) in _OVERRIDES.items():
-        parser.add_argument(flag, type=kind, default=None, help=f"override: {text}")
+        # a list is parsed in `run`, so that its error is one line naming the flag
+        parser.add_argument(flag, type=flag_type(kind), default=None, help=f"override: {text}")
 
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
@@ -98,13 +100,14 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
 
     if args.config and args.full:
         raise SystemExit("gmc-grpo toy sweep: give at most one of --config, --full")
+    check_threads(args.threads)
     path = args.config or shipped_config("full" if args.full else "quick")
     loaded = SweepConfig.from_file(path)
     base = (loaded.quick_sizes() if args.quick else loaded).to_dict()
-    for flag, (name, _, _) in _OVERRIDES.items():
+    for flag, (name, kind, _) in _OVERRIDES.items():
         value = getattr(args, flag.lstrip("-").replace("-", "_"))
         if value is not None:
-            base[name] = value
+            base[name] = flag_value(kind, value, flag)
     if args.no_figures:
         base["figures"] = False
     config = SweepConfig.from_dict(base)

@@ -15,6 +15,13 @@ from gmc_grpo.defaults import (
     TOKEN_CLIP,
     VCPO_TRUNCATION,
 )
+from gmc_grpo.fieldchecks import (
+    MAX_TOTAL_STEPS,
+    check_count,
+    check_number,
+    check_seed,
+    check_seeds,
+)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     PAPER_METHODS,
@@ -119,12 +126,9 @@ class SweepConfig(ProblemFields):
         check_problem_fields(self)
         if self.behavior not in BEHAVIOR_MODES:
             raise bad("behavior", f"must be one of {BEHAVIOR_MODES}")
-        if self.trajectory_steps < 0:
-            raise bad("trajectory_steps", "must be >= 0")
-        if not self.lr > 0:
-            raise bad("lr", "must be > 0")
-        if not self.trajectory_noise >= 0:
-            raise bad("trajectory_noise", "must be >= 0")
+        check_count(self, "trajectory_steps", 0, MAX_TOTAL_STEPS)
+        check_number(self, "lr", above=0.0)
+        check_number(self, "trajectory_noise", at_least=0.0)
         if self.behavior == "trajectory":
             if not self.delays:
                 raise bad("delays", "must be non-empty in trajectory mode")
@@ -153,11 +157,9 @@ class SweepConfig(ProblemFields):
             raise bad("group_sizes", "must be non-empty, each >= 2 (advantages need G >= 2)")
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
         check_method_fields(self)
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
-            raise bad("seeds", "must be non-empty, without duplicates, each >= 0")
+        check_seeds(self)
         for name in ("run_seed", "init_seed"):
-            if getattr(self, name) < 0:
-                raise bad(name, "must be >= 0 (the root of random streams, gmc_grpo.seeding)")
+            check_seed(self, name)
         if self.num_minibatches < 3:
             raise bad("num_minibatches", "must be >= 3 (jackknife intervals)")
         if not 0 < self.confidence < 1:

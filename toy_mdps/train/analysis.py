@@ -46,6 +46,7 @@ import numpy as np
 
 from gmc_grpo import stats
 from gmc_grpo.records import read_json
+from gmc_grpo.stats import interval_text
 from toy_mdps.train.config import ExperimentConfig
 from toy_mdps.train.workers_analysis import delay_regularity_analysis, mixed_delay_analysis
 
@@ -179,8 +180,8 @@ def equivalence_verdict(diffs: list[dict[str, float]], tolerance: float) -> str:
 
 
 def fmt(stat: dict[str, float], digits: int = 3) -> str:
-    """`mean [lo, hi]`."""
-    return f"{stat['mean']:.{digits}f} [{stat['lo']:.{digits}f}, {stat['hi']:.{digits}f}]"
+    """`mean [lo, hi]` (one seed: `mean (1 seed, no interval)`; `gmc_grpo.stats.interval_text`)."""
+    return interval_text(stat, f".{digits}f")
 
 
 def _find(rows: list[dict[str, Any]], **match: Any) -> dict[str, Any] | None:

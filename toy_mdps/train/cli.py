@@ -24,16 +24,14 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from gmc_grpo.fieldchecks import check_threads, flag_type, flag_value, parse_int_list
+
 HELP = (
     "asynchronous learners (fixed delay, length-coupled or rollout workers) with exact metrics "
     "every step"
 )
 # `(kind, run directory) -> written figure paths`; kind is "sweep" or "experiment"
 DrawFigures = Callable[[str, Path], list[Path]]
-
-
-def _int_list(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def _optional_float(text: str) -> float | None:
@@ -75,7 +73,7 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--lr-schedule": ("lr_schedule", str, "cosine or constant"),
     "--grad-clip": ("grad_clip", _optional_float, "gradient-norm clip (none disables)"),
     "--steps": ("total_steps", int, "learner updates N"),
-    "--seeds": ("seeds", _int_list, "comma-separated seeds, run at once"),
+    "--seeds": ("seeds", parse_int_list, "comma-separated seeds, run at once"),
     "--advantage": ("advantage", str, "paper, loo, centered or std"),
     "--num-prompts": ("num_prompts", int, "K"),
     "--max-length": ("max_length", int, "T"),
@@ -161,13 +159,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(e.g. 2 on a 2-core machine); the records equal those of --jobs 1 --threads 1",
     )
     for flag, (_, kind, text) in _RUN_FLAGS.items():
-        parser.add_argument(flag, type=kind, default=None, help=f"single run: {text}")
+        # a list is parsed in `run`, so that its error is one line naming the flag
+        parser.add_argument(flag, type=flag_type(kind), default=None, help=f"single run: {text}")
 
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     from gmc_grpo.resume import ResumeRequest
     from gmc_grpo.staleness import get_schedule
+    from gmc_grpo.stats import interval_text
     from toy_mdps.jobs import check_jobs
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
@@ -179,12 +179,13 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     if args.experiment and args.config:
         raise SystemExit("gmc-grpo toy train: give at most one of --experiment, --config")
     check_jobs(args.jobs)
+    check_threads(args.threads)
     chosen = bool(args.experiment or args.config or args.quick)
-    overrides = {
-        name: getattr(args, flag.lstrip("-").replace("-", "_"))
-        for flag, (name, _, _) in _RUN_FLAGS.items()
-    }
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+    overrides = {}
+    for flag, (name, kind, _) in _RUN_FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            overrides[name] = flag_value(kind, value, flag)
     if chosen:
         if args.resume or args.extend_to is not None or args.allow_config_change:
             raise ValueError(
@@ -226,8 +227,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     mean = summary["mean"]
     print(
         f"wrote {out}/metrics.jsonl, {out}/summary.json: final J "
-        f"{mean['final_objective']['mean']:.4f} [{mean['final_objective']['lo']:.4f}, "
-        f"{mean['final_objective']['hi']:.4f}], (1/N) sum ||grad J||^2 "
+        f"{interval_text(mean['final_objective'], '.4f')}, (1/N) sum ||grad J||^2 "
         f"{mean['convergence_metric']['mean']:.3g}, mean lag {mean['lag_mean']['mean']:.1f}"
     )
     if "lag_statistics" in summary:

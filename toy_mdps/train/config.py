@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from gmc_grpo.configs import (
     dataclass_from_dict,
 )
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
+from gmc_grpo.fieldchecks import check_limited, check_number, check_seed, check_seeds
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -141,14 +141,11 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
 
         self.betas = list(self.betas)
         check_problem_fields(self)
-        if self.total_steps < 1:
-            raise bad("total_steps", "must be >= 1")
+        check_limited(self, "total_steps")
         try:
             get_method(self.method)
         except ValueError as err:
             raise bad("method", f"must be a registered method {method_names()}") from err
-        if not math.isfinite(self.eps):
-            raise bad("eps", "must be finite and > 0")
         check_method_fields(self)
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
         if self.group_size < 2:
@@ -157,24 +154,20 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
         if self.drift_max_lag < 0:
             raise bad("drift_max_lag", "must be >= 0 (0 switches the drift record off)")
         check_choice(self, "optimizer", OPTIMIZERS)
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise bad("lr", "must be finite and > 0")
+        check_number(self, "lr", above=0.0)
         if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
             raise bad("betas", "must be two numbers in [0, 1)")
-        if not self.adam_eps > 0:
-            raise bad("adam_eps", "must be > 0")
+        check_number(self, "adam_eps", above=0.0)
         check_choice(self, "lr_schedule", LR_SCHEDULES)
         if not 0 <= self.warmup_ratio < 1:
             raise bad("warmup_ratio", "must be in [0, 1)")
         if not 0 <= self.min_lr_ratio <= 1:
             raise bad("min_lr_ratio", "must be in [0, 1]")
-        if self.grad_clip is not None and not self.grad_clip > 0:
-            raise bad("grad_clip", "must be > 0 or null")
-        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
-            raise bad("seeds", "must be non-empty, without duplicates, each >= 0")
+        if self.grad_clip is not None:
+            check_number(self, "grad_clip", above=0.0, hint="or null to disable clipping")
+        check_seeds(self)
         for name in ("run_seed", "init_seed"):
-            if getattr(self, name) < 0:
-                raise bad(name, "must be >= 0 (the root of random streams, gmc_grpo.seeding)")
+            check_seed(self, name)
         if self.checkpoint_every < 1:
             raise bad("checkpoint_every", "must be >= 1")
         if self.bound_every < 0:

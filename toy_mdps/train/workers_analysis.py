@@ -41,6 +41,7 @@ import numpy as np
 
 from gmc_grpo import stats
 from gmc_grpo.staleness import get_schedule
+from gmc_grpo.stats import interval_text
 from toy_mdps.train.config import ExperimentConfig, TrainConfig
 
 MIN_GROUPS = 50
@@ -414,7 +415,7 @@ def delay_regularity_analysis(
 
 
 def _fmt(interval: dict[str, float]) -> str:
-    return f"{interval['mean']:.4g} [{interval['lo']:.4g}, {interval['hi']:.4g}]"
+    return interval_text(interval, ".4g")
 
 
 __all__ = [

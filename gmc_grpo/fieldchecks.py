@@ -1,0 +1,281 @@
+"""The range rules every config and command line shares: counts, run lengths, seeds, finite
+numbers, thread counts, and the comma-separated lists the flags parse.
+
+One rule per kind of value, used by the toy `TrainConfig` (and through it the experiment grids),
+the toy `SweepConfig`, the LLM `TrainConfig`, the LLM `SuiteConfig`, `EvalConfig`, the schedule
+fields (`gmc_grpo.staleness.check_schedule_fields`) and the flag parsers of `gmc-grpo toy`,
+`gmc-grpo llm` and `gmc-grpo theory`: the two learners refuse the same values with the same words,
+and a value a config file may not hold cannot come in through a flag either. Every refusal is a
+one-line `ValueError` naming the field (or flag), the value, the rule and the fix; the command
+lines turn it into exit status 2 before anything is written (`gmc_grpo.errors`).
+
+The upper limits, with the reason for each:
+
+| limit                  | value      | why                                                       |
+|------------------------|------------|-----------------------------------------------------------|
+| `MAX_TOTAL_STEPS`      | 10,000,000 | past what any run finishes (below)                        |
+| `MAX_NUM_WORKERS`      | 100,000    | past what a worker schedule holds in memory (below)       |
+| `MAX_THREADS`          | 1,024      | more torch threads than any CPU has cores                 |
+| `MAX_SCORER_TIMEOUT_S` | 3,600      | a comparison still running after an hour is a hang        |
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from numbers import Integral, Real
+from typing import Any
+
+from gmc_grpo.configs import config_error
+
+# A toy step on the default MDP takes about 7 ms on one core and writes about 450 bytes of
+# `metrics.jsonl` per learner seed (400 steps x 5 seeds: 0.9 MB, 2-core AMD EPYC): 10 million
+# steps are about 20 hours and 22 GB of records for 5 seeds, and an LLM update takes seconds to
+# minutes (Appendix B.1 trains 800). A larger `total_steps` is a typo, not a run.
+MAX_TOTAL_STEPS = 10_000_000
+# Every rollout worker holds one group in flight, in memory and in every checkpoint, and all of
+# them launch before the first update: measured on the default toy MDP (`--schedule workers
+# --workers 10000`, one seed) about 34 KB of memory and 10 KB of checkpoint per worker, so 100,000
+# workers are about 3.4 GB per learner seed; an LLM group (G responses of up to 4,096 tokens) is
+# far larger. `toy train --workers 100000000` used to write config.json and hang.
+MAX_NUM_WORKERS = 100_000
+# torch's intra-op pool: more threads than cores only slows a run; no CPU we know has 1,024 cores.
+MAX_THREADS = 1_024
+# seconds one answer comparison may take (`EvalConfig.scorer_timeout_s`): math-verify's inner
+# timeout is a whole number of seconds for `signal.alarm`, and a comparison still running after
+# an hour is a hang, not a verdict
+MAX_SCORER_TIMEOUT_S = 3_600.0
+
+
+# -- predicates --------------------------------------------------------------------------------
+
+
+def is_finite_at_least(value: Any, minimum: float) -> bool:
+    """`value` is a real number, finite and `>= minimum` (False for NaN, inf, strings, None)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(number) and number >= minimum
+
+
+def is_int_at_least(value: Any, minimum: int) -> bool:
+    """`value` is an integer (not a bool) and `>= minimum`."""
+    return isinstance(value, Integral) and not isinstance(value, bool) and value >= minimum
+
+
+def count_problem(value: Any, low: int, high: int | None = None) -> str | None:
+    """None when `value` is a whole number in `[low, high]` (`high=None`: no upper limit), else
+    the rule in words ("must be a whole number in [1, 100,000]")."""
+    if is_int_at_least(value, low) and (high is None or value <= high):
+        return None
+    return (
+        f"must be a whole number in [{low}, {high:,}]"
+        if high
+        else f"must be a whole number >= {low}"
+    )
+
+
+def number_problem(
+    value: Any,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+) -> str | None:
+    """None when `value` is a finite real number `> above` (or `>= at_least`) and `<= at_most`,
+    else the rule in words ("must be a finite number > 0", "... in (0, 3,600]")."""
+    ok = isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and above is not None:
+        ok = value > above
+    if ok and at_least is not None:
+        ok = value >= at_least
+    if ok and at_most is not None:
+        ok = value <= at_most
+    if ok:
+        return None
+    if at_most is None:
+        if above is not None:
+            return f"must be a finite number > {above:g}"
+        if at_least is not None:
+            return f"must be a finite number >= {at_least:g}"
+        return "must be a finite number"
+    lower = (
+        f"({above:g}"
+        if above is not None
+        else f"[{at_least:g}"
+        if at_least is not None
+        else "(-inf"
+    )
+    return f"must be a finite number in {lower}, {at_most:,g}]"
+
+
+def seeds_problem(values: Any) -> str | None:
+    """None when `values` is a non-empty list of distinct whole numbers `>= 0`, else the rule."""
+    if (
+        isinstance(values, (list, tuple))
+        and values
+        and all(is_int_at_least(v, 0) for v in values)
+        and len(set(values)) == len(values)
+    ):
+        return None
+    return "must be a non-empty list of distinct whole numbers >= 0 (e.g. seeds 0,1,2)"
+
+
+# -- config fields -----------------------------------------------------------------------------
+
+
+def _with_hint(problem: str, hint: str) -> str:
+    return f"{problem}; {hint}" if hint else problem
+
+
+def check_count(config: Any, name: str, low: int, high: int | None = None, hint: str = "") -> None:
+    """Raise `config_error` unless `config.<name>` is a whole number in `[low, high]`."""
+    problem = count_problem(getattr(config, name), low, high)
+    if problem:
+        raise config_error(config, name, _with_hint(problem, hint))
+
+
+def check_number(
+    config: Any,
+    name: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    at_most: float | None = None,
+    hint: str = "",
+) -> None:
+    """Raise `config_error` unless `config.<name>` is finite and in range (`number_problem`)."""
+    problem = number_problem(getattr(config, name), above=above, at_least=at_least, at_most=at_most)
+    if problem:
+        raise config_error(config, name, _with_hint(problem, hint))
+
+
+def check_seed(config: Any, name: str) -> None:
+    """A single seed: a whole number `>= 0` (the root of random streams, `gmc_grpo.seeding`)."""
+    check_count(config, name, 0, hint="the root of random streams (gmc_grpo.seeding), e.g. 0")
+
+
+def check_seeds(config: Any, name: str = "seeds") -> None:
+    """A list of seeds: non-empty, distinct, each a whole number `>= 0`."""
+    problem = seeds_problem(getattr(config, name))
+    if problem:
+        raise config_error(config, name, problem)
+
+
+# field -> (lowest, highest, why the highest and the fix): the fields with an upper limit
+LIMITED_FIELDS: dict[str, tuple[int, int, str]] = {
+    "total_steps": (
+        1,
+        MAX_TOTAL_STEPS,
+        "more updates than any run finishes (a toy step writes a record row per seed); lower it "
+        "(--steps)",
+    ),
+    "num_workers": (
+        1,
+        MAX_NUM_WORKERS,
+        "each worker holds a group in flight, in memory and in every checkpoint; use fewer "
+        "workers (--workers, e.g. 64)",
+    ),
+}
+
+
+def check_limited(config: Any, name: str) -> None:
+    """`config.<name>` a whole number within its limits (`LIMITED_FIELDS`): `total_steps` in
+    `[1, MAX_TOTAL_STEPS]`, `num_workers` in `[1, MAX_NUM_WORKERS]`."""
+    low, high, hint = LIMITED_FIELDS[name]
+    check_count(config, name, low, high, hint)
+
+
+# -- command lines -----------------------------------------------------------------------------
+
+
+def _entries(text: str, flag: str, example: str) -> list[str]:
+    """The comma-separated entries of `text`; an empty list or an empty entry is refused."""
+    if not text.strip():
+        raise ValueError(f"{flag} {text!r}: give at least one value, e.g. {flag} {example}")
+    entries = [item.strip() for item in text.split(",")]
+    if any(not item for item in entries):
+        raise ValueError(
+            f"{flag} {text!r}: an entry is empty (two commas, or a comma at an end); give "
+            f"comma-separated values, e.g. {flag} {example}"
+        )
+    return entries
+
+
+def _parse_list(text: str, flag: str, example: str, convert: Any, what: str) -> list[Any]:
+    """Each entry of `text` through `convert` (a `ValueError`, or a non-finite float, refuses
+    it as not `what`)."""
+    out = []
+    for item in _entries(text, flag, example):
+        try:
+            value = convert(item)
+        except ValueError:
+            value = None
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(
+                f"{flag} {text!r}: {item!r} is not {what}; give comma-separated values, e.g. "
+                f"{flag} {example}"
+            )
+        out.append(value)
+    return out
+
+
+def parse_int_list(text: str, flag: str, example: str = "0,1,2") -> list[int]:
+    """`"0,1,2"` -> `[0, 1, 2]`; an empty list, an empty entry or a non-integer is refused with
+    a `ValueError` naming the flag (the configs check each value's range)."""
+    return _parse_list(text, flag, example, int, "a whole number")
+
+
+def parse_float_list(text: str, flag: str, example: str = "0.1,0.28") -> list[float]:
+    """`"0.1,0.28"` -> `[0.1, 0.28]` (entries as `parse_int_list`; NaN and inf are refused)."""
+    return _parse_list(text, flag, example, float, "a finite number")
+
+
+def parse_name_list(text: str, flag: str, example: str = "grpo,tic,gmc") -> list[str]:
+    """`"grpo, tic"` -> `["grpo", "tic"]` (entries as `parse_int_list`)."""
+    return _entries(text, flag, example)
+
+
+LIST_PARSERS = (parse_int_list, parse_float_list, parse_name_list)
+"""The list parsers: `parser(text, flag)`; a command line keeps such a flag's text as a string for
+argparse and parses it itself (`flag_type`, `flag_value`), so that a bad list is one error line
+naming the flag."""
+
+
+def flag_type(parser: Any) -> Any:
+    """The argparse `type` of a flag parsed by `parser`: `str` for a list (parsed later by
+    `flag_value`), else `parser` itself."""
+    return str if parser in LIST_PARSERS else parser
+
+
+def flag_value(parser: Any, value: Any, flag: str) -> Any:
+    """A flag's value as its config field takes it: a list parser's result, or `value` as
+    argparse gave it."""
+    return parser(value, flag) if parser in LIST_PARSERS else value
+
+
+def check_threads(threads: int | None, flag: str = "--threads") -> None:
+    """A torch thread count given on the command line: None (torch's default) or a whole number
+    in `[1, MAX_THREADS]` (`torch.set_num_threads(0)` raises a RuntimeError)."""
+    if threads is None:
+        return
+    problem = count_problem(threads, 1, MAX_THREADS)
+    if problem:
+        raise ValueError(
+            f"{flag} {threads}: {problem} (torch CPU threads; e.g. {flag} 1, or leave it out for "
+            "torch's default)"
+        )
+
+
+def check_positive_numbers(
+    values: Sequence[float], flag: str, example: str = "0.28", at_most: float | None = None
+) -> None:
+    """Every value of a flag's list finite, `> 0` and `<= at_most` (e.g. `theory --eps`)."""
+    bad = [v for v in values if number_problem(v, above=0.0, at_most=at_most)]
+    if bad:
+        rule = number_problem(math.nan, above=0.0, at_most=at_most)
+        raise ValueError(
+            f"{flag} {' '.join(f'{v:g}' for v in values)}: every value {rule}, got "
+            f"{', '.join(f'{v:g}' for v in bad)} (e.g. {flag} {example})"
+        )
