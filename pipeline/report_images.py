@@ -5,7 +5,7 @@ or opened from an archive.
 `REPORT.md` keeps relative links (Markdown readers and GitHub want files, and the Markdown stays
 small); the HTML carries the bytes. Base64 makes an image a third larger than its PNG: a full
 `gmc-grpo reproduce` report (31 figures, 3.8 MB of PNG) is a 5.5 MB page instead of 0.38 MB
-(measured; README, "Reading the report"). One file was chosen over a folder: a page of that size
+(measured; docs/getting-started.md, "Reading the report"). One file was chosen over a folder: a page of that size
 opens at once in a browser and fits a mail attachment, and it cannot lose its figures.
 """
 

@@ -1,5 +1,5 @@
-"""The README's worked example: a user's own estimator, registered as one spec, runs in the toy
-sweep, the toy learner and the LLM learner without any other change.
+"""The worked example of docs/method-registry.md: a user's own estimator, registered as one spec,
+runs in the toy sweep, the toy learner and the LLM learner without any other change.
 
 `examples/soft_gmc.py` registers "soft GMC" (a smooth group-mass cap). Its coefficients are
 checked against hand values and the weighted class; a second user rule written to equal GMC
@@ -281,8 +281,9 @@ def _launch(tmp_path, cwd, module, argv):
 
 def test_plugins_outside_the_repository_root(tmp_path):
     """Run as the console script runs (the current folder not on sys.path), outside the
-    repository: the README's soft-GMC example works with the repository on PYTHONPATH; a user's
-    module is found in the folder the command runs from, and named with its error elsewhere."""
+    repository: the soft-GMC example of docs/method-registry.md works with the repository on
+    PYTHONPATH; a user's module is found in the folder the command runs from, and named with its
+    error elsewhere."""
     done = _launch(tmp_path, tmp_path, "examples.soft_gmc",
                    [*TOY_ARGS, "--method", "soft_gmc", "--out", str(tmp_path / "soft")])  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -237,7 +237,7 @@ def test_vcpo_gradient_with_its_baseline_equals_hand_formula(model_dir):
 
 
 def test_a_registered_method_gradient_equals_its_hand_formula(model_dir):
-    """The README's soft GMC (`examples/soft_gmc.py`), one registry spec with a coefficient rule:
+    """The soft GMC of docs/method-registry.md (`examples/soft_gmc.py`), one registry spec with a coefficient rule:
     the learner's gradient equals `psi` of the core hand formula with that rule."""
     import sys
     from pathlib import Path

@@ -238,7 +238,7 @@ def test_missing_tensorboard_is_reported_before_compute(tmp_path):
 
 
 def test_a_registered_method_trains_through_the_whole_loop(tmp_path):
-    """The README's soft GMC (`examples/soft_gmc.py`), registered as one spec, through the LLM
+    """The soft GMC of docs/method-registry.md (`examples/soft_gmc.py`), registered as one spec, through the LLM
     trainer: D = 0 with the learner's own log-probs makes every ratio 1, so each group keeps the
     smooth scale `alpha = (1 + (1/1.28)^4)^(-1/4)` and loses `1 - alpha` of its mass."""
     import sys

@@ -11,7 +11,7 @@ both seed sets agreed on them; with the streams of `gmc_grpo.seeding` (the same 
 convergence ordering at D = 64 is "not significant" on the default seeds (TIC - GRPO 0.0001
 [-0.0000, 0.0003]) and "holds" on the second set, and the mean-J gap "holds" on the default seeds
 (0.054 [0.039, 0.069]) and is "not significant" on the second set. They are reported as not
-established at the quick sizes (README); the test checks that every other verdict agrees and that
+established at the quick sizes (docs/toy-learners.md); the test checks that every other verdict agrees and that
 these two are the only ones that differ.
 
 Slow (the two quick sweeps and the two quick training sets: about 10 minutes on one core of the

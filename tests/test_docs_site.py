@@ -1,0 +1,154 @@
+"""The documentation site builds in strict mode, and strict mode catches what it should.
+
+`test_site_builds_strict` builds the real site (`mkdocs.yml`, every page of `docs/`, the API
+reference from the docstrings, the notebooks with their stored outputs) into a temporary folder,
+as `make docs` does, and checks what a reader relies on: the pages, a rendered API entry, a
+notebook's stored figure, the explorer, and the notebook links that `docs/hooks.py` rewrites.
+The planted tests build a two-page site with the same configuration (`INHERIT: mkdocs.yml`: the
+same hooks, plugins and validation settings) holding a broken link, a broken anchor and a
+cross-reference to a missing name, or an API directive for a missing module: the build must
+fail, naming each.
+Only the repository's files are read (no `results/`, no network).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get("CI"):  # CI installs the `docs` extra (make venv): a missing mkdocs is a failure
+    import mkdocs  # noqa: F401
+else:
+    pytest.importorskip(
+        "mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'"
+    )
+
+
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
+    # the API reference reads this checkout's packages (mkdocstrings' `paths` and sys.path)
+    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": python_path}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=config.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def warnings_of(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith(("WARNING", "ERROR"))]
+
+
+def test_site_builds_strict(tmp_path):
+    site = tmp_path / "site"
+    result = mkdocs_build(ROOT / "mkdocs.yml", site)
+    assert result.returncode == 0 and not warnings_of(result), result.stderr[-4000:]
+
+    for page in ("index.html", "getting-started/index.html", "measurements/index.html"):
+        assert (site / page).is_file(), page
+    # the API reference is rendered from the docstrings: an entry with its signature and text
+    api = (site / "api/gmc_grpo/index.html").read_text(encoding="utf-8")
+    assert 'id="gmc_grpo.estimators.coefficients"' in api
+    assert "Detached per-trajectory coefficients" in api
+    assert 'id="theory.bounds"' in (site / "api/theory/index.html").read_text(encoding="utf-8")
+    # a notebook page holds its stored outputs (a figure as a data URI), not only its code
+    notebook = (site / "notebooks/bounds/index.html").read_text(encoding="utf-8")
+    assert "data:image/png;base64," in notebook
+    # docs/notebooks.md links ../notebooks/NAME.ipynb (a code host's path); the site links the page
+    notebooks_page = (site / "notebooks/index.html").read_text(encoding="utf-8")
+    assert 'href="bounds/"' in notebooks_page
+    assert "../notebooks/bounds.ipynb" not in notebooks_page
+    # the explorer that needs no kernel, linked from its page
+    assert (site / "assets/bounds_explorer.html").is_file()
+    assert "bounds_explorer.html" in (site / "explorer/index.html").read_text(encoding="utf-8")
+
+
+def code_host_anchors(markdown: str) -> set[str]:
+    """The heading anchors a code host gives a Markdown page (also the site's: `mkdocs.yml` uses
+    the same slugs, `pymdownx.slugs.slugify(case="lower")`)."""
+    from pymdownx.slugs import slugify
+
+    slug = slugify(case="lower")
+    anchors, in_code = set(), False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and re.match(r"#{1,6} ", line):
+            anchors.add(slug(line.lstrip("#").strip().replace("`", ""), "-"))
+    return anchors
+
+
+def relative_links(markdown: str) -> list[str]:
+    """The targets of a page's relative Markdown links and images (code blocks left out)."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.M | re.S)
+    return [
+        t for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t and not t.startswith("#")
+    ]
+
+
+def test_readme_links_resolve_on_a_code_host():
+    """README's links are relative paths to files of the repository (mostly `docs/*.md`), and
+    every `#anchor` is a heading of its page, as a code host renders them."""
+    links = relative_links((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert sum(link.startswith("docs/") for link in links) >= 20, links
+    for link in links:
+        path, _, anchor = link.partition("#")
+        target = ROOT / path
+        assert target.is_file(), link
+        if anchor:
+            assert anchor in code_host_anchors(target.read_text(encoding="utf-8")), link
+
+
+def test_code_host_anchors_follow_the_slug_rule():
+    page = "# Title\n## Rollout workers: every group (`--schedule workers`)\n```\n# not a heading\n```\n"
+    assert code_host_anchors(page) == {"title", "rollout-workers-every-group---schedule-workers"}
+
+
+def small_site(tmp_path: Path, page: str) -> Path:
+    """A two-page site with the repository's configuration; `page` is the second page's text."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(ROOT / "docs" / "hooks.py", docs / "hooks.py")
+    (docs / "index.md").write_text("# Home\n\n[the page](page.md#a-heading)\n", encoding="utf-8")
+    (docs / "page.md").write_text(f"# Page\n\n## A heading\n\n{page}\n", encoding="utf-8")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(
+        f"INHERIT: {ROOT / 'mkdocs.yml'}\ndocs_dir: docs\nnav:\n  - index.md\n  - page.md\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+def test_planted_broken_references_fail_the_build(tmp_path):
+    """A broken link, a broken anchor and a cross-reference to a missing name: each is named."""
+    plants = {
+        "missing.md": "[a page that is not there](missing.md)",
+        "no-such-heading": "[a heading that is not there](index.md#no-such-heading)",
+        "no_such_name": "[a name that is not there][gmc_grpo.estimators.no_such_name]",
+    }
+    # a working API entry and working links beside the plants: what fails is the plants
+    page = "\n\n".join([*plants.values(), "[home](index.md)", "::: gmc_grpo.advantages.compute"])
+    result = mkdocs_build(small_site(tmp_path, page), tmp_path / "site")
+    assert result.returncode != 0, result.stderr[-4000:]
+    warnings = warnings_of(result)
+    assert len(warnings) == len(plants), warnings
+    for named in plants:
+        assert any(named in line for line in warnings), (named, warnings)
+    assert 'id="gmc_grpo.advantages.compute"' in (tmp_path / "site/page/index.html").read_text()
+
+
+def test_planted_api_directive_for_a_missing_module_fails_the_build(tmp_path):
+    result = mkdocs_build(small_site(tmp_path, "::: gmc_grpo.no_such_module"), tmp_path / "site")
+    assert result.returncode != 0, result.stderr[-4000:]
+    assert any("gmc_grpo.no_such_module" in line for line in warnings_of(result)), result.stderr
