@@ -74,10 +74,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def train_for_bias(
-    recipe: str, run: str, out: Path, steps: int | None, *, progress: bool = True
+    recipe: str,
+    run: str,
+    out: Path,
+    steps: int | None,
+    *,
+    progress: bool = True,
+    delay: int | None = None,
 ) -> Path:
     """Train one run of `recipe` into `out` (skipped when it finished) with a checkpoint every
-    `delay` updates, all kept; return its folder."""
+    `delay` updates (default: the recipe's delay), all kept; return its folder."""
     from llm_runs.recipes import config_from_values, load_recipe
     from llm_runs.train import train
 
@@ -89,6 +95,8 @@ def train_for_bias(
         values = load_recipe(recipe)
     if steps is not None:
         values["total_steps"] = steps
+    if delay is not None:
+        values["delay"] = delay
     delay = int(values.get("delay", 0))
     if delay < 1:
         raise ValueError(f"recipe {recipe!r} has no delay: the bias needs a stale behavior policy")

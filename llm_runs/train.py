@@ -88,6 +88,7 @@ from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
+from llm_runs.bounds import BoundTracker
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
@@ -215,6 +216,7 @@ class Trainer:
         )
         task = Task(config, self.tokenizer)
         self.learner = self._make_learner()
+        self.bounds = BoundTracker.for_run(config, self.tokenizer, self.model)  # or None
         self.schedule = make_schedule(config, self.schedule_context())
         self.step, launches = 0, 0
         if state is not None:
@@ -387,6 +389,9 @@ class Trainer:
     def update(self, minibatch: TrajectoryBatch) -> dict[str, Any]:
         """One optimizer update on `minibatch`; returns its metrics row."""
         lags = self.step - minibatch.behavior_version  # [B], one per group
+        bounds = {}  # the quantities of §4.2's chain at theta_n, before the update
+        if self.bounds is not None:
+            bounds = self.bounds.measure(self.model, minibatch, self.step, self.schedule)
         metrics = self.learner.step(minibatch, self.step)
         row: dict[str, Any] = {
             "step": self.step,
@@ -409,6 +414,7 @@ class Trainer:
             gap = (minibatch.engine_logprobs - learner_at_behavior).abs() * maskf
             row["mismatch/logprob_abs_mean"] = float(gap.sum() / maskf.sum().clamp(min=1))
         row.update(metrics)
+        row.update(bounds)
         row["perf/rollout_seconds"] = self.rollouts.take_seconds()
         self.step += 1
         return row
