@@ -108,7 +108,7 @@ def train_for_bias(
         cache_dir=None,
         progress=progress,
     )
-    train(config_from_values(values))
+    train(config_from_values(values), notice=None if progress else lambda _text: None)
     return out
 
 

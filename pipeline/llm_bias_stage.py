@@ -25,14 +25,14 @@ from typing import Any
 
 from pipeline.llm_stage import LLM_SUITE_DELAYS, LLM_SUITE_RECIPE, machine_description
 
-#: the lag of the behavior policy (the suite's largest delay) and the checkpoints measured
-BIAS_LAG = max(LLM_SUITE_DELAYS)
-BIAS_STEPS: tuple[int, ...] = (BIAS_LAG, 2 * BIAS_LAG)
+#: the delay of the measured run (its behavior policies' lag) and the checkpoints measured
+BIAS_LAG = 16
+BIAS_STEPS: tuple[int, ...] = (48, 112)
 #: `llm_runs.lm_bias.BiasSettings` values of the stage
 BIAS_SETTINGS: dict[str, Any] = {
     "group_sizes": (4, 16),
-    "blocks": 16,
-    "target_blocks": 32,
+    "blocks": 24,
+    "target_blocks": 48,
     "trajectories_per_block": 128,
     "seed": 0,
 }
@@ -60,17 +60,19 @@ def llm_bias_stage(out_dir: Path) -> dict[str, Any]:
     from gmc_grpo.records import atomic_write_json, atomic_write_text
     from llm_runs.bias_cli import train_for_bias
     from llm_runs.lm_bias import BiasSettings, bias_markdown, bias_of_run
+    from llm_runs.models import transformers_progress
 
     out_dir = Path(out_dir)
     machine = machine_description()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the records of the suite's runs are made with one thread too
+    settings = BiasSettings(**BIAS_SETTINGS)
     try:
-        run_dir = train_for_bias(
-            LLM_SUITE_RECIPE, "gmc", out_dir / "run", None, progress=False, delay=BIAS_LAG
-        )
-        settings = BiasSettings(**BIAS_SETTINGS)
-        result = bias_of_run(run_dir, settings, steps=BIAS_STEPS, lag=BIAS_LAG, progress=False)
+        with transformers_progress(False):
+            run_dir = train_for_bias(
+                LLM_SUITE_RECIPE, "gmc", out_dir / "run", None, progress=False, delay=BIAS_LAG
+            )
+            result = bias_of_run(run_dir, settings, steps=BIAS_STEPS, lag=BIAS_LAG, progress=False)
     finally:
         torch.set_num_threads(threads)
     result["settings"] = asdict(settings)

@@ -110,3 +110,12 @@ def test_the_bias_stage_settings_fit_the_suite():
     assert len(bias.group_sizes) >= 2  # the shrink-with-G finding needs two sizes
     stage = next(s for s in reproduce.STAGES if s.name == "llm_bias")
     assert stage.runner == "pipeline.llm_bias_stage:llm_bias_stage"
+
+
+def test_the_full_design_has_the_seeds_the_pilot_spread_asks_for():
+    from llm_runs.comparisons import design_power
+
+    power = design_power(llm_stage.PILOT["differences"], detectable=llm_stage.DETECTABLE)
+    assert len(llm_stage.design_seeds(full=True)) == power["seeds_needed"]
+    lines = llm_stage.design_markdown(full=False)
+    assert any(f"needs {power['seeds_needed']} seeds" in line for line in lines)
