@@ -82,6 +82,159 @@ GRIDS: dict[str, dict[str, list[Any]]] = {
         "arithmetic.max_operand": [4, 6],
     },
 }
+#: Stages C*: the search again under the seeding of `gmc_grpo.seeding` (every stream spawned from
+#: a `SeedSequence`: it changed the tiny recipes' problems, model init and rollouts, and so the
+#: rewards of every row above). Each entry is `(setting, delays, seeds)`, GRPO only, every
+#: listed delay and seed run. C1: where does GRPO learn at D = 0 now (from the tiny recipe, whose
+#: reward now starts at 0.37, and from the earlier closest setting, which now barely learns)?
+PLANS: dict[str, list[tuple[dict[str, Any], tuple[int, ...], tuple[int, ...]]]] = {
+    "C1": [
+        ({"sft_steps": 200, "lr": 1e-3, "total_steps": 150}, (0,), (0,)),
+        ({"sft_steps": 100, "lr": 1e-3, "total_steps": 150}, (0,), (0,)),
+        ({"sft_steps": 50, "lr": 1e-3, "total_steps": 150}, (0,), (0,)),
+        (
+            {"sft_steps": 200, "sft_answer_fraction": 0.5, "lr": 1e-3, "total_steps": 150},
+            (0,),
+            (0,),
+        ),
+        (
+            {"sft_steps": 200, "sft_answer_fraction": 0.3, "lr": 1e-3, "total_steps": 150},
+            (0,),
+            (0,),
+        ),
+        ({"sft_steps": 100, "lr": 5e-4, "total_steps": 150}, (0,), (0,)),
+    ],
+    # C1: 200 warm-up steps start too high (0.37), 100 start at 0.15 and reach 0.29; lr 1e-3
+    # no longer collapses. C2: between the two, longer, and GRPO's fall with the delay at 150
+    # updates (the 16-core observation: delays of 16-64 at 150 updates)
+    "C2": [
+        ({"sft_steps": 150, "lr": 1e-3, "total_steps": 150}, (0, 32, 64), (0,)),
+        ({"sft_steps": 200, "lr": 1e-3, "total_steps": 150}, (32, 64), (0,)),
+        ({"sft_steps": 100, "lr": 1e-3, "total_steps": 150}, (32, 64), (0,)),
+        ({"sft_steps": 100, "lr": 1e-3, "total_steps": 300}, (0,), (0,)),
+    ],
+    # C2: the initial policy's reward (the FIFO fill) is 0.28 / 0.37 / 0.43 after 100 / 150 /
+    # 200 warm-up steps, and the first updates at lr 1e-3 lower it; GRPO falls with D after 100
+    # and 150 warm-up steps (seed 0). C3: a second seed, and slower rates for longer
+    "C3": [
+        ({"sft_steps": 200, "lr": 1e-3, "total_steps": 150}, (0, 32, 64), (1,)),
+        ({"sft_steps": 150, "lr": 1e-3, "total_steps": 150}, (0, 64), (1,)),
+        ({"sft_steps": 120, "lr": 1e-3, "total_steps": 150}, (0, 64), (0,)),
+        ({"sft_steps": 100, "lr": 7e-4, "total_steps": 200}, (0,), (0,)),
+        ({"sft_steps": 100, "lr": 5e-4, "total_steps": 300}, (0,), (0,)),
+    ],
+    # C3: the seed moves the warm-up (stream `llm_warmup` of the run's seed) and with it the
+    # start: 200 warm-up steps begin at 0.37 on seed 0 and 0.20 on seed 1. The paper's runs all
+    # start from one base model: C4 pins the warm-up's seed (`sft_seed = 0`, seed 0's initial
+    # policy for every seed), so that the seeds vary the prompt order and the samples only
+    "C4": [
+        ({"sft_steps": 200, "lr": 1e-3, "total_steps": 150, "sft_seed": 0}, (0, 64), (1, 2)),
+        ({"sft_steps": 100, "lr": 5e-4, "total_steps": 300, "sft_seed": 0}, (0,), (1, 2)),
+        ({"sft_steps": 100, "lr": 5e-4, "total_steps": 300, "sft_seed": 0}, (64, 128), (0,)),
+    ],
+    # C4: with the base pinned, 200 warm-up steps at lr 1e-3 rise from 0.39-0.45 to 0.64-0.65 on
+    # seeds 0-2 and GRPO falls at D = 64 (0.17-0.49); from a start near 0.2 (100 steps) the
+    # reward stays below 0.5 even in 300 updates at lr 5e-4. C5: faster learning from a low
+    # start: a larger rate, larger groups, a smaller task
+    "C5": [
+        ({"sft_steps": 100, "lr": 2e-3, "total_steps": 150, "sft_seed": 0}, (0,), (0,)),
+        (
+            {"sft_steps": 100, "lr": 1e-3, "total_steps": 150, "sft_seed": 0, "group_size": 16},
+            (0,),
+            (0,),
+        ),
+        (
+            {
+                "sft_steps": 100,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (0,),
+            (0,),
+        ),
+        (
+            {
+                "sft_steps": 50,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (0,),
+            (0,),
+        ),
+    ],
+    # C5: lr 2e-3 collapses; G = 16 reaches 0.42 from 0.22; operands 0-6 (39 training sums)
+    # rise from 0.40 to 0.79 after 100 warm-up steps, from 0.12 to 0.29 after 50. C6: between
+    "C6": [
+        (
+            {
+                "sft_steps": 70,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (0,),
+            (0, 1),
+        ),
+        (
+            {
+                "sft_steps": 80,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (0,),
+            (0, 1),
+        ),
+    ],
+    # C6: 70 warm-up steps: 0.14-0.16 to 0.39-0.43; 80: 0.22-0.25 to 0.45-0.52. C7: GRPO under
+    # delay for 80 and 100 warm-up steps (operands 0-6)
+    "C7": [
+        (
+            {
+                "sft_steps": 80,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (32, 64),
+            (0, 1),
+        ),
+        (
+            {
+                "sft_steps": 100,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (0, 32, 64),
+            (1,),
+        ),
+        (
+            {
+                "sft_steps": 100,
+                "lr": 1e-3,
+                "total_steps": 150,
+                "sft_seed": 0,
+                "arithmetic.max_operand": 6,
+            },
+            (32, 64),
+            (0,),
+        ),
+    ],
+}
+for _plan in PLANS.values():
+    for _setting, _, _ in _plan:
+        _setting.setdefault("group_size", 8)
+        _setting.setdefault("arithmetic.max_operand", 9)
+
 #: Stage B: GRPO at these fractions of a setting's updates (the paper's 64 and 128 of 800), each
 #: delay rounded to a multiple of 8.
 DELAY_FRACTIONS_B = (0.08, 0.16)
@@ -106,6 +259,7 @@ def setting_name(setting: dict[str, Any]) -> str:
         "total_steps": "N",
         "num_groups": "B",
         "sft_answer_fraction": "q",
+        "sft_seed": "sftseed",
     }
     return "_".join(
         f"{short.get(k, k)}{v:g}" if isinstance(v, float) else f"{short.get(k, k)}{v}"
@@ -223,6 +377,27 @@ def grid_jobs(stage: str, out: Path, seed: int) -> list[tuple[dict, dict]]:
     return jobs
 
 
+def plan_jobs(stage: str, out: Path) -> list[tuple[dict, dict]]:
+    """The runs of a `PLANS` stage, shortest first."""
+    from gmc_grpo.seeding import SEEDING
+
+    jobs = []
+    for setting, delays, seeds in PLANS[stage]:
+        for delay in delays:
+            for seed in seeds:
+                row = {
+                    "stage": stage,
+                    "setting": setting,
+                    "method": "grpo",
+                    "delay": delay,
+                    "seed": seed,
+                    "seeding": SEEDING,
+                }
+                jobs.append((row, run_values(setting, "grpo", delay, seed, out)))
+    jobs.sort(key=lambda job: job[0]["setting"].get("total_steps", 200))
+    return jobs
+
+
 def group_size_jobs(out: Path, settings: list[dict], seed: int) -> list[tuple[dict, dict]]:
     jobs = []
     for setting in settings:
@@ -273,7 +448,7 @@ def _cell(setting: dict[str, Any], key: str) -> str:
 
 def report(out: Path) -> str:
     rows = read_rows(out)
-    seeds = sorted({r["seed"] for r in rows})
+    seeds = sorted({r["seed"] for r in rows if r["stage"].startswith("A")})
     lines = [
         f"Stages A (GRPO, D = 0, seed {', '.join(map(str, seeds))}, "
         f"{BASE_OVERRIDES['total_steps']} updates unless said): mean training reward of the first and last "
@@ -289,6 +464,8 @@ def report(out: Path) -> str:
         (r for r in rows if r["stage"].startswith("A")),
         key=lambda r: (r["stage"], [_cell(r["setting"], k) for k in COLUMNS]),
     )
+    if not learn:
+        lines = []
     ok = {json.dumps(r["setting"], sort_keys=True) for r in passing(rows)}
     for r in learn:
         tenths = " ".join(f"{v:.2f}" for v in r["tenths"])
@@ -326,6 +503,7 @@ def report(out: Path) -> str:
                 f"| {setting_name(setting)} | {seed} | {cells} | {', '.join(map(str, delays))} "
                 f"| {'yes' if falls else 'no'} |"
             )
+    lines += plan_table(rows)
     loads = [r["load"] for r in rows]
     if loads:
         lines += [
@@ -337,10 +515,65 @@ def report(out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: the columns of the stage C table: a setting's fields beyond the tiny recipe's
+PLAN_COLUMNS = (
+    "arithmetic.max_operand",
+    "sft_steps",
+    "sft_seed",
+    "sft_answer_fraction",
+    "lr",
+    "group_size",
+    "total_steps",
+)
+
+
+def plan_table(rows: list[dict]) -> list[str]:
+    """Stages C* (the seeding of `gmc_grpo.seeding`): one line per (stage, setting, seed), GRPO's
+    first and final reward at D = 0 and its final reward at every delay run."""
+    plan = [r for r in rows if r["stage"].startswith("C")]
+    if not plan:
+        return []
+    delays = sorted({r["delay"] for r in plan if r["delay"] > 0})
+    lines = [
+        "",
+        "Stages C (GRPO, the seeding of `gmc_grpo.seeding`; `sft seed`: the warm-up's seed, "
+        "'-' = the run's seed): the first and final reward at D = 0 (mean of the first and last "
+        "10% of updates), the final reward at each delay, the D = 0 reward by tenths.",
+        "",
+        "| stage | max operand | warm-up steps | sft seed | q | lr | G | updates | seed | first "
+        "| final, D = 0 | " + " | ".join(f"D = {d}" for d in delays) + " | D = 0 by tenths |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+        + " | ".join("---:" for _ in delays)
+        + " | --- |",
+    ]
+    cells: dict[tuple[str, str, int], dict[int, dict]] = {}
+    for r in plan:
+        key = (r["stage"], json.dumps(r["setting"], sort_keys=True), r["seed"])
+        cells.setdefault(key, {})[r["delay"]] = r
+    for (stage, setting_key, seed), by_delay in cells.items():
+        setting = json.loads(setting_key)
+        defaults = {"sft_answer_fraction": 1.0, "group_size": 8}
+        fields = " | ".join(
+            "-"
+            if setting.get(k, defaults.get(k)) is None
+            else f"{setting.get(k, defaults.get(k)):g}"
+            for k in PLAN_COLUMNS
+        )
+        zero = by_delay.get(0)
+        first = f"{zero['first']:.3f}" if zero else "-"
+        final = f"{zero['final']:.3f}" if zero else "-"
+        tenths = " ".join(f"{v:.2f}" for v in zero["tenths"]) if zero else ""
+        at = " | ".join(f"{by_delay[d]['final']:.3f}" if d in by_delay else "" for d in delays)
+        lines.append(f"| {stage} | {fields} | {seed} | {first} | {final} | {at} | {tenths} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--stage", choices=["A1", "A2", "A4", "A3", "B"], help="run this stage")
+    parser.add_argument(
+        "--stage", choices=["A1", "A2", "A4", "A3", "B", *PLANS], help="run this stage"
+    )
     parser.add_argument("--settings", help="A3, B: JSON list of settings (default: the passing)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--processes", type=int, default=2)
@@ -351,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     chosen = json.loads(args.settings) if args.settings else [r["setting"] for r in passing(rows)]
     if args.stage in GRIDS:
         run_jobs(grid_jobs(args.stage, args.out, args.seed), args.out, args.processes)
+    elif args.stage in PLANS:
+        run_jobs(plan_jobs(args.stage, args.out), args.out, args.processes)
     elif args.stage == "A3":
         run_jobs(group_size_jobs(args.out, chosen, args.seed), args.out, args.processes)
     elif args.stage == "B":

@@ -16,7 +16,15 @@ Per run (steady state: steps `>= D` for a fixed delay, so the initial fill is le
 the mean removed mass and capped fraction, the mean KL(pi_theta || mu) with a 95% batch-means
 interval (10 contiguous blocks, Student t), the removed-mass bound `KL / log(1+2 eps)` (GMC) or
 `KL / c_eps` (TIC) from `theory.bounds.removed_mass_bound`, and the step at which the smoothed
-entropy stabilises (`stabilisation_step`). Per delay: the GMC - TIC gap (final sampled Pass@1 in
+entropy stabilises (`stabilisation_step`). The KL is the toy's exact one, else the bound
+tracker's (`bounds/kl_estimate`, `llm_runs.bounds`: responses sampled at `theta_n`, the exact
+per-token KL summed), else the learner's `ratio/kl_estimate` on the behavior samples. LLM runs
+with the bound tracker add the mean drift `||theta_n - theta_{n-tau}||^2` beside its pathwise
+bound `tau sum ||step||^2` (steps 3-4 of §4.2: measured, with the smallest `L` of Assumption 1
+that step 3 needs, since a transformer's `L` is unknown); every run adds its lag-0
+engine/learner mismatch (`mismatch/trajectory_abs_mean`: the mean over trajectories of the summed
+log-ratio `|s_i|`, `llm_runs.mismatch`, every `mismatch_every` updates; for runs without it the
+per-token `mismatch/logprob_abs_mean`). Per delay: the GMC - TIC gap (final sampled Pass@1 in
 pp for LLM runs; the ratio of mean `||grad J||^2` for toy runs), and the theory's tuned delay
 terms `(K tau4 / N^4)^(1/5)` (`K` from `theory.constants.gmc_penalty` / `tic_penalty`) and their
 ratio `(c_eps / log(1+2 eps))^(2/5)` (`theory.constants.improvement_factor`).
@@ -50,6 +58,14 @@ from gmc_grpo.stats import t_interval, t_quantile
 SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")
 AGREES, DISAGREES, UNMEASURABLE = "agrees", "does not agree", "not measurable"
 NOT_SIGNIFICANT = "not significant"
+MEASURED = "measured (no bound to check)"
+TRACKED_KL = "bounds/kl_estimate"
+"""the bound tracker's KL (`llm_runs.bounds`: sampled at theta_n, exact per-token KL summed),
+preferred to the learner's `ratio/kl_estimate` on the behavior samples where a run has it"""
+MISMATCH_KEYS = ("mismatch/trajectory_abs_mean", "mismatch/logprob_abs_mean")
+"""the lag-0 engine/learner mismatch, in order of preference: per trajectory `|s_i|`
+(`llm_runs.mismatch`, measured every `mismatch_every` updates), else per token (`llm_runs.train`,
+logged where the learner's log-probs at the behavior version are known)"""
 PAIRED_METHODS = ("gmc", "tic")
 TAU4_AXIS_LABEL = "tau4^(1/4), realised (a FIFO's fill included: below D)"
 """the paper's comparison under delay (§4.3, Figure 4): GMC against TIC, one pair per setting"""
@@ -205,7 +221,8 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
 
     rows = _steady(run, suite)
     exact = suite == "toy" or any(finite(r.get("ratio/kl_exact")) for r in rows)
-    kl_key = "ratio/kl_exact" if exact else "ratio/kl_estimate"
+    tracked = any(finite(r.get(TRACKED_KL)) for r in rows)  # `llm_runs.bounds`
+    kl_key = "ratio/kl_exact" if exact else TRACKED_KL if tracked else "ratio/kl_estimate"
     kl_values = [float(r[kl_key]) for r in rows if finite(r.get(kl_key))]
     interval = batch_means_interval(kl_values)
     tau4 = _tau4(run, rows, suite)
@@ -230,6 +247,13 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
         "final_pass1": _final_pass1(run) if suite != "toy" else None,
         "grad_norm_sq": _mean_of(run.metrics, "policy/grad_norm_sq"),
         "per_seed_convergence": _per_seed_convergence(run) if suite == "toy" else {},
+        "drift_sq": _mean_of(rows, "bounds/drift_sq"),
+        "drift_path": _mean_of(rows, "bounds/drift_path"),
+        "mismatch": next(
+            (m for m in (_mean_of(run.metrics, key) for key in MISMATCH_KEYS) if m is not None),
+            None,
+        ),
+        "response_tokens": run.config.get("max_completion_tokens"),
     }
     kind = removed_mass_kind(run.method)  # the method's spec says which bound it obeys
     if kind is not None and point["kl"] is not None:
@@ -246,6 +270,9 @@ SEED_AVERAGED = (
     "entropy_step",
     "final_pass1",
     "grad_norm_sq",
+    "drift_sq",
+    "drift_path",
+    "mismatch",
 )
 
 
@@ -399,6 +426,7 @@ def _checks(data: BoundsData, factor: float) -> list[dict[str, str]]:
     return [
         _bound_check(data),
         *_growth_checks(data),
+        *_drift_checks(data),
         _gap_check(data, factor),
         _entropy_check(data),
     ]
@@ -452,6 +480,53 @@ def _growth_checks(data: BoundsData) -> list[dict[str, str]]:
                 "claim": f"{name} grows with the delay (delay enters through the correction)",
                 "verdict": _verdict(ok, len(pairs)),
                 "detail": f"{ok} of {len(pairs)} consecutive delays",
+            }
+        )
+    return checks
+
+
+def _drift_checks(data: BoundsData) -> list[dict[str, str]]:
+    """Steps 3 and 4 of §4.2 where runs tracked the drift (`bounds/drift_sq`): measurements, not
+    checks. Step 3 (`KL <= (T L / 2) ||theta_n - theta_{n-tau}||^2`) needs Assumption 1's `L`,
+    unknown for a transformer: the smallest `L` that makes it hold is reported. Step 4's
+    `O(eta^2 tau^2)`: the drift over its pathwise bound `tau sum ||step||^2` (which always holds,
+    by Cauchy-Schwarz) is 1 when the steps of the window are parallel (the drift grows like
+    `tau^2`) and about `1 / tau` when they are uncorrelated."""
+    points = [
+        p
+        for p in data.points
+        if p.get("drift_sq") and p.get("drift_path") and p["x"] is not None and p["x"] > 0
+    ]
+    if not points or data.suite == "toy":  # the toy's are checked exactly by theory.measured
+        return []
+    ratios = ", ".join(
+        f"{p['method'].upper()} D={p['delay']}: {p['drift_sq'] / p['drift_path']:.2f}"
+        for p in points
+    )
+    checks = [
+        {
+            "claim": "drift / its pathwise bound tau sum ||step||^2 (step 4: 1 = steps aligned, "
+            "drift ~ tau^2; 1/tau = uncorrelated)",
+            "verdict": MEASURED,
+            "detail": ratios,
+        }
+    ]
+    implied = [
+        2 * p["kl"] / (p["response_tokens"] * p["drift_sq"])
+        for p in points
+        if p.get("kl") is not None and p.get("response_tokens")
+    ]
+    if implied:
+        checks.append(
+            {
+                "claim": "KL <= (T L / 2) drift (step 3): L of a transformer is unknown; the "
+                "smallest L that makes it hold on these runs",
+                "claim_markdown": r"$\mathrm{KL} \le (T L/2)\,\Vert\theta_n - "
+                r"\theta_{n-\tau}\Vert^2$ (step 3): $L$ of a transformer is unknown; the "
+                "smallest $L$ that makes it hold on these runs",
+                "verdict": MEASURED,
+                "detail": f"L >= {max(implied):.3g} (per setting {min(implied):.3g} to "
+                f"{max(implied):.3g})",
             }
         )
     return checks
@@ -545,27 +620,32 @@ PANEL_TITLES = (
     "removed mass (solid) vs bound (dashed)",
     "capped fraction",
     "KL(pi || mu), 95% interval",
+    "drift ||theta_n - theta_n-tau||^2 (solid) vs pathwise bound (dashed)",
     "entropy stabilisation step",
+    "lag-0 |engine - learner| log-prob",
 )
+PANELS = 8
 
 
 def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
-    """Six panels: removed mass with its bound, capped fraction, KL with interval, entropy
-    stabilisation step, the GMC-TIC gap with the theory's delay terms, and the checks.
+    """Eight panels: removed mass with its bound, capped fraction, KL with interval, drift with
+    its pathwise bound, entropy stabilisation step, the lag-0 mismatch, the GMC-TIC gap with the
+    theory's delay terms, and the checks.
 
-    `ax`: six axes (or None for a new 2 x 3 grid). Returns the figure."""
-    fig, axes = panel_axes(6, ax, width=3.6, height=3.0) if ax is not None else _grid()
-    _draw_method_panels(axes[:4], data)
-    _draw_gap_panel(axes[4], data)
-    kl_title = PANEL_TITLES[2] + (" (exact)" if data.suite == "toy" else " (estimate)")
-    titles = [*PANEL_TITLES[:2], kl_title, PANEL_TITLES[3], data.gap_label]
-    for axis, title in zip(axes[:5], titles, strict=True):
+    `ax`: eight axes (or None for a new 2 x 4 grid). Returns the figure."""
+    fig, axes = panel_axes(PANELS, ax, width=3.6, height=3.0) if ax is not None else _grid()
+    _draw_method_panels(axes[:6], data)
+    _draw_gap_panel(axes[6], data)
+    exact = data.suite == "toy" or all(p.get("kl_key") == "ratio/kl_exact" for p in data.points)
+    kl_title = PANEL_TITLES[2] + (" (exact)" if exact else " (estimate)")
+    titles = [*PANEL_TITLES[:2], kl_title, *PANEL_TITLES[3:], data.gap_label]
+    for axis, title in zip(axes[:7], titles, strict=True):
         axis.set_title(title, fontsize=8)
         axis.set_xlabel(TAU4_AXIS_LABEL, fontsize=7)
         axis.grid(alpha=0.3)
-    if axes[4].get_legend_handles_labels()[0]:
-        axes[4].legend(fontsize=6, loc="upper right")
-    _draw_checks_panel(axes[5], axes[3], data)
+    if axes[6].get_legend_handles_labels()[0]:
+        axes[6].legend(fontsize=6, loc="upper right")
+    _draw_checks_panel(axes[7], axes[4], data)
     if not data.points:
         axes[0].text(
             0.5,
@@ -581,8 +661,9 @@ def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
 
 
 def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
-    """Per method and schedule: removed mass (with its bound, dashed), capped fraction, KL with
-    its interval and the entropy stabilisation step against `tau4^(1/4)`."""
+    """Per method and schedule against `tau4^(1/4)`: removed mass (with its bound, dashed),
+    capped fraction, KL with its interval, drift (with its pathwise bound, dashed), the entropy
+    stabilisation step and the lag-0 mismatch."""
     curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
     several = len({schedule for _, schedule in curves}) > 1
     for method, schedule in curves:
@@ -597,9 +678,10 @@ def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
             "marker": "^" if schedule == "length_coupled" else "o",
         }
         _draw_points(axes[0], pts, "removed_mass", style)
-        bounds = [(p["x"], p["bound"]) for p in pts if p["bound"] is not None]
-        if bounds:
-            axes[0].plot(*zip(*bounds, strict=True), ls="--", color=style["color"], label="_bound")
+        for axis, key in ((axes[0], "bound"), (axes[3], "drift_path")):
+            dashed = [(p["x"], p[key]) for p in pts if p.get(key) is not None]
+            if dashed:
+                axis.plot(*zip(*dashed, strict=True), ls="--", color=style["color"], label="_bound")
         _draw_points(axes[1], pts, "capped_frac", style)
         kl = [p for p in pts if p["kl"] is not None]
         if kl:
@@ -613,7 +695,12 @@ def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
                 color=style["color"],
                 capsize=3,
             )
-        _draw_points(axes[3], pts, "entropy_step", style)
+        _draw_points(axes[3], pts, "drift_sq", style)
+        _draw_points(axes[4], pts, "entropy_step", style)
+        _draw_points(axes[5], pts, "mismatch", style)
+    for axis, key in ((axes[3], "drift_sq"), (axes[5], "mismatch")):
+        if not any(p.get(key) is not None for p in data.points):
+            axis.text(0.5, 0.5, "not recorded", ha="center", color="0.5", transform=axis.transAxes)
 
 
 def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict[str, Any]) -> None:
@@ -678,7 +765,7 @@ def _draw_checks_panel(axis: Any, legend_from: Any, data: BoundsData) -> None:
 def _grid():
     from figures.common import pyplot
 
-    fig, grid = pyplot().subplots(2, 3, figsize=(11.0, 6.4))
+    fig, grid = pyplot().subplots(2, 4, figsize=(14.5, 6.4))
     return fig, list(grid.ravel())
 
 

@@ -106,7 +106,13 @@ METRIC_NAMES: dict[str, str] = {
     # toy learners with `bound_every > 0` (`toy_mdps.train.bounds`; compared with the bounds by
     # `theory.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi` (95%)
     "bounds/log_coverage": "toy: log C_n = -min_{s,a} log pi_theta_n(a|s) over every state",
-    "bounds/drift_sq": "toy: ||theta_n - theta_{n-tau}||^2 to the batch's behavior parameters",
+    "bounds/drift_sq": "toy, LLM (track_bounds_every): ||theta_n - theta_{n-tau}||^2 to the "
+    "batch's behavior parameters (mean over its groups)",
+    "bounds/drift_path": "LLM: tau sum_{k=n-tau}^{n-1} ||theta_{k+1} - theta_k||^2, the drift's "
+    "pathwise (Cauchy-Schwarz) bound (llm_runs.bounds)",
+    "bounds/kl_estimate": "LLM: KL(pi_theta_n || behavior) per response, mean over the batch's "
+    "prompts, from responses sampled at theta_n (exact per-token KL summed; llm_runs.bounds)",
+    "perf/bounds_seconds": "LLM: wall time of the bound tracker's measurement at this update",
     "bounds/step_sq": "toy: ||theta_{n+1} - theta_n||^2, the size of this step's update",
     "bounds/grad_dot_step": "toy: <grad J(theta_n), theta_{n+1} - theta_n>, first-order gain",
     "bounds/grad_dot_bias": "toy: <grad J(theta_n), b_n>, the bias's first-order effect",

@@ -34,6 +34,7 @@ change every record made with it):
 | `llm_evaluation`    | 25  | `seed`       | (eval set,)                | evaluation samples (base)     |
 | `llm_schedule`      | 26  | `seed`       | ()                         | worker generation times       |
 | `llm_engine`        | 27  | `seed`       | ()                         | the engine's own seed         |
+| `llm_bounds`        | 28  | `seed`       | (step,)                    | bound tracker's KL samples    |
 
 A *base* seed (`llm_sampling`, `llm_evaluation`) is 62 bits: the engines add the sample's
 position to it (`llm_runs.engines.base.sample_seed`: stream position `k`'s sample `j` is
@@ -78,6 +79,7 @@ STREAMS: dict[str, int] = {
     "llm_evaluation": 25,
     "llm_schedule": 26,
     "llm_engine": 27,
+    "llm_bounds": 28,
 }
 
 #: bits of a generator seed (`torch.Generator.manual_seed` takes up to 64; 63 keep it a signed

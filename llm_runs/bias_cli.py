@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--recipe-run", default="gmc", help="the recipe's run to train (gmc)")
     parser.add_argument("--train-steps", type=int, help="updates of the trained run")
+    parser.add_argument(
+        "--delay",
+        type=int,
+        help="with --recipe: train at this fixed delay instead of the recipe's (checkpoints "
+        "every `delay` updates)",
+    )
     parser.add_argument("--out", required=True, help="folder for bias.json and bias.md")
     parser.add_argument("--steps", type=_ints, help="checkpoints n (default: up to 3 with n - lag)")
     parser.add_argument(
@@ -74,10 +80,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def train_for_bias(
-    recipe: str, run: str, out: Path, steps: int | None, *, progress: bool = True
+    recipe: str,
+    run: str,
+    out: Path,
+    steps: int | None,
+    *,
+    progress: bool = True,
+    delay: int | None = None,
 ) -> Path:
     """Train one run of `recipe` into `out` (skipped when it finished) with a checkpoint every
-    `delay` updates, all kept; return its folder."""
+    `delay` updates (default: the recipe's delay), all kept; return its folder."""
     from llm_runs.recipes import config_from_values, load_recipe
     from llm_runs.train import train
 
@@ -89,9 +101,14 @@ def train_for_bias(
         values = load_recipe(recipe)
     if steps is not None:
         values["total_steps"] = steps
+    if delay is not None:
+        values["delay"] = delay
     delay = int(values.get("delay", 0))
     if delay < 1:
-        raise ValueError(f"recipe {recipe!r} has no delay: the bias needs a stale behavior policy")
+        raise ValueError(
+            f"recipe {recipe!r} runs at delay {delay}: the bias needs a stale behavior policy "
+            "(pass --delay 16, or a recipe with a delay >= 1)"
+        )
     values.update(
         out=str(out),
         checkpoint_every=delay,
@@ -100,7 +117,7 @@ def train_for_bias(
         cache_dir=None,
         progress=progress,
     )
-    train(config_from_values(values))
+    train(config_from_values(values), notice=None if progress else lambda _text: None)
     return out
 
 
@@ -127,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             out / "run",
             args.train_steps,
             progress=not args.no_progress,
+            delay=args.delay,
         )
     result = bias_of_run(
         run_dir, settings, steps=args.steps, lag=args.lag, progress=not args.no_progress

@@ -103,6 +103,9 @@ ROLLOUT_FREE_FIELDS = frozenset(
         "keep_checkpoints",
         "log_to",
         "wandb_project",
+        # the bound tracker measures, it changes no rollout (`llm_runs.bounds`)
+        "track_bounds_every",
+        "track_bounds_samples",
     }
 )
 
@@ -142,7 +145,7 @@ def initial_policy_key(config: TrainConfig, device: torch.device | str) -> str:
             sft_steps=config.sft_steps,
             sft_lr=config.sft_lr,
             sft_batch_size=config.sft_batch_size,
-            seed=config.seed,
+            seed=config.warmup_seed,  # the warm-up's batches (`sft_seed` when it is set)
         )
         if config.sft_answer_fraction != 1.0:  # the key of an all-answers warm-up stays as before
             parts["sft_answer_fraction"] = config.sft_answer_fraction

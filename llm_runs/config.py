@@ -57,6 +57,8 @@ RESUME_FREE_FIELDS = (
     "engine_process",
     "engine_timeout_seconds",
     "vllm_sleep_mode",
+    "track_bounds_every",
+    "track_bounds_samples",
 )
 
 
@@ -113,6 +115,10 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """fraction of warm-up targets that are the prompt's own sum; the others are the sum of
     another problem drawn at random (1: the answers; 0: the answer format only, nothing of which
     sum goes with which prompt; `llm_runs.arithmetic.supervised_warmup`)"""
+    sft_seed: int | None = None
+    """root seed of the warm-up's batches (stream `llm_warmup`); None: the run's `seed`. A fixed
+    value gives every seed of a suite the same initial policy, as the paper's runs all start
+    from one base model (the seeds then vary the prompt order and the samples only)"""
     # -- batches and staleness ---------------------------------------------------------------------
     num_groups: int = PAPER_GROUPS_PER_BATCH
     """`B`, prompts (groups) per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4); the
@@ -258,6 +264,14 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """also write each checkpoint's model alone, in the engine's bfloat16, to
     `out/models/step_N/`, kept after the checkpoint itself rotates out: what `gmc-grpo llm eval
     --model RUN --step N` evaluates after training (Figure 2's curve, Table 4's checkpoints)"""
+    track_bounds_every: int = 0
+    """measure the quantities of §4.2's chain along the run (`llm_runs.bounds`): the drift
+    `||theta_n - theta_{n-tau}||^2` and its pathwise bound at every update, the KL between the
+    current and the behavior policy (with its interval) every N updates; 0 disables. Keeps a
+    float32 copy of the parameters per learner version in the delay window (refused where they
+    would not fit: large models); the training records are unchanged"""
+    track_bounds_samples: int = 8
+    """responses sampled from the current policy per prompt of the consumed batch for that KL"""
     log_to: tuple[str, ...] = ()
     """extra metric sinks, "tensorboard" and/or "wandb" (must be installed)"""
     wandb_project: str | None = None
@@ -312,6 +326,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             raise bad("sft_batch_size", "must be >= 1")
         check_number(self, "sft_answer_fraction", at_least=0.0, at_most=1.0)
         check_number(self, "sft_lr", above=0.0)
+        if self.sft_seed is not None:
+            check_seed(self, "sft_seed")
 
     def _check_batches(self) -> None:
         """Groups, minibatches, micro-batches and the run length fit together."""
@@ -408,10 +424,19 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             )
         if self.keep_checkpoints < 1:
             raise bad("keep_checkpoints", "must be >= 1")
+        if self.track_bounds_every < 0:
+            raise bad("track_bounds_every", "must be >= 0 (0: no bound tracking)")
+        if self.track_bounds_samples < 2:
+            raise bad("track_bounds_samples", "must be >= 2 (the KL's interval needs a spread)")
         if any(name not in LOGGERS for name in self.log_to):
             raise bad("log_to", f"must be a subset of {LOGGERS}")
         if "wandb" in self.log_to and not self.wandb_project:
             raise bad("wandb_project", "must be set when log_to contains 'wandb'")
+
+    @property
+    def warmup_seed(self) -> int:
+        """The seed of the supervised warm-up: `sft_seed`, else the run's `seed`."""
+        return self.seed if self.sft_seed is None else self.sft_seed
 
     @property
     def minibatch_groups(self) -> int:

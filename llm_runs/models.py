@@ -144,7 +144,7 @@ def initial_model_dir(
             "tiny_model": config.tiny_model,
             "model": config.model,
             "sft_steps": config.sft_steps,
-            "seed": config.seed,
+            "seed": config.warmup_seed,
         },
     )
     if not built:
@@ -181,7 +181,7 @@ def _build_initial_policy(
         steps=config.sft_steps,
         lr=config.sft_lr,
         batch_size=config.sft_batch_size,
-        seed=config.seed,
+        seed=config.warmup_seed,
         answer_fraction=config.sft_answer_fraction,
     )
     notice(

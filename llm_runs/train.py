@@ -99,6 +99,7 @@ from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
+from llm_runs.bounds import BoundTracker
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
@@ -226,6 +227,7 @@ class Trainer:
         )
         task = Task(config, self.tokenizer)
         self.learner = self._make_learner()
+        self.bounds = BoundTracker.for_run(config, self.tokenizer, self.model)  # or None
         self.schedule = make_schedule(config, self.schedule_context())
         self.step, launches = 0, 0
         if state is not None:
@@ -415,6 +417,9 @@ class Trainer:
         """One optimizer update on `minibatch`; returns its metrics row."""
         lags = self.step - minibatch.behavior_version  # [B], one per group
         self.rollouts.sleep()  # vLLM's sleep mode: the learner gets the GPU's memory
+        bounds = {}  # the quantities of §4.2's chain at theta_n, before the update
+        if self.bounds is not None:
+            bounds = self.bounds.measure(self.model, minibatch, self.step, self.schedule)
         metrics = self.learner.step(minibatch, self.step)
         row: dict[str, Any] = {
             "step": self.step,
@@ -438,6 +443,7 @@ class Trainer:
             row["mismatch/logprob_abs_mean"] = float(gap.sum() / maskf.sum().clamp(min=1))
         row.update(self.rollouts.take_mismatch())  # every `mismatch_every` updates, at lag 0
         row.update(metrics)
+        row.update(bounds)
         row["perf/rollout_seconds"] = self.rollouts.take_seconds()
         self.step += 1
         return row

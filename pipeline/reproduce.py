@@ -23,7 +23,8 @@ from gmc_grpo.plugins import PluginImportError
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 from gmc_grpo.runlock import run_lock
 from pipeline.headlines import claims_headline
-from pipeline.llm_stage import llm_suite_settings
+from pipeline.llm_bias_stage import llm_bias_settings
+from pipeline.llm_stage import design_seeds, llm_suite_settings
 from toy_mdps.jobs import machine_jobs
 
 
@@ -38,6 +39,8 @@ class Stage:
     settings: what the stage runs with; a finished stage is reused only with equal settings.
     reads_earlier: the stage reads the earlier stages' outputs, so it reruns whenever one of
         them finished after it did.
+    full_settings: the settings of the stage's larger design (`gmc-grpo reproduce --full`),
+        whose runner then takes `full=True`; None: the stage has one design.
     """
 
     name: str
@@ -45,6 +48,7 @@ class Stage:
     runner: str
     settings: tuple[tuple[str, Any], ...] = ()
     reads_earlier: bool = False
+    full_settings: tuple[tuple[str, Any], ...] | None = None
 
 
 def theory_stage(out_dir: Path) -> dict[str, Any]:
@@ -204,9 +208,16 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_tiny",
-        "Qwen3 track on a CPU: GRPO/TIC/GMC under a delay, paired over seeds",
+        "Qwen3 track on a CPU: GRPO/TIC/GMC at three delays, paired over seeds",
         "pipeline.llm_stage:llm_tiny_stage",
         llm_suite_settings(),
+        full_settings=llm_suite_settings(full=True),
+    ),
+    Stage(
+        "llm_bias",
+        "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
+        "pipeline.llm_bias_stage:llm_bias_stage",
+        llm_bias_settings(),
     ),
     Stage(
         "figures",
@@ -223,16 +234,22 @@ def _resolve(runner: str) -> Callable[[Path], dict[str, Any]]:
 
 
 def run_stage(
-    stage: Stage, out: Path, force: bool = False, inputs_finished_at: float = 0.0
+    stage: Stage,
+    out: Path,
+    force: bool = False,
+    inputs_finished_at: float = 0.0,
+    full: bool = False,
 ) -> dict[str, Any]:
     """Run (or reuse) one stage; never raises for a failing stage: the report says it failed.
 
     A finished stage is reused when its settings are unchanged and, for a stage that reads the
-    earlier stages' outputs, when it finished after all of them (`inputs_finished_at`).
+    earlier stages' outputs, when it finished after all of them (`inputs_finished_at`). `full`:
+    the larger design of a stage that has one (`Stage.full_settings`).
     """
     stage_dir = out / stage.name
     marker = stage_dir / "stage.json"
-    settings = dict(stage.settings)
+    designs = stage.full_settings is not None
+    settings = dict(stage.full_settings if full and designs else stage.settings)  # type: ignore[arg-type]
     if marker.exists() and not force:
         previous = json.loads(marker.read_text())
         fresh = not stage.reads_earlier or previous.get("finished_at", 0.0) >= inputs_finished_at
@@ -242,7 +259,8 @@ def run_stage(
     stage_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
-        result = _resolve(stage.runner)(stage_dir)
+        runner = _resolve(stage.runner)
+        result = runner(stage_dir, full=full) if designs else runner(stage_dir)
         record = {"status": "ok", **result}
     except PluginImportError:  # bad input of the whole command (GMC_GRPO_METHODS): stop
         raise
@@ -307,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="results", help="output directory (default: results)")
     parser.add_argument("--only", nargs="+", metavar="STAGE", help="run only these stages")
     parser.add_argument("--force", action="store_true", help="rerun stages that already finished")
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="run the larger design of the stages that have one (the Qwen3 stage: "
+        f"{len(design_seeds(full=True))} seeds instead of {len(design_seeds())})",
+    )
     return parser
 
 
@@ -344,7 +368,7 @@ def _run_stages(args: argparse.Namespace, out: Path) -> int:
             continue
         print(f"[reproduce] {stage.name}: {stage.title}", flush=True)
         inputs = max((r.get("finished_at", 0.0) for r in records), default=0.0)
-        record = run_stage(stage, out, force=args.force, inputs_finished_at=inputs)
+        record = run_stage(stage, out, force=args.force, inputs_finished_at=inputs, full=args.full)
         note = "reused" if record["reused"] else f"{record['seconds']:.1f} s"
         print(f"[reproduce] {stage.name}: {record['status']} ({note})", flush=True)
         records.append(record)

@@ -215,3 +215,50 @@ def test_a_registered_method_with_a_bound_appears_as_in_the_sweep(tmp_path: Path
     claims = read_json(tmp_path / "sweep" / "summary.json")["claims"]
     assert "user_gmc_removed_mass_below_kl_bound" in claims
     assert set(removed_mass_vs_bound_data(rows)) == {"gmc", "user_gmc"}
+
+
+def test_tracked_llm_runs_give_drift_the_tracker_kl_and_the_mismatch(tmp_path: Path) -> None:
+    """LLM runs with the bound tracker (`llm_runs.bounds`): the point's KL is the tracker's (every
+    other step here), the drift and its pathwise bound are their steady-state means, the lag-0
+    mismatch its mean where logged; the drift checks report the drift / pathwise ratio and the
+    smallest L that step 3 needs, 2 KL / (T drift), as measurements."""
+    from gmc_grpo.records import RunWriter
+
+    for delay in (0, 4, 8):
+        path = tmp_path / f"gmc-{delay}"
+        config = {
+            "method": "gmc",
+            "schedule": "fixed_delay",
+            "delay": delay,
+            "group_size": 8,
+            "rollout_prompts": 8,
+            "eps_high": 0.28,
+            "total_steps": STEPS,
+            "model": "tiny",
+            "max_completion_tokens": 12,
+        }
+        with RunWriter(path, config) as writer:
+            for step in range(STEPS):
+                row = metric_row(step, "gmc", delay)
+                row["bounds/drift_sq"] = 0.01 * delay
+                row["bounds/drift_path"] = 0.02 * delay
+                if step % 2 == 0:
+                    row["bounds/kl_estimate"] = 0.02 * delay
+                if step == 0:
+                    row["mismatch/logprob_abs_mean"] = 1e-6 * (delay + 1)
+                writer.log_metrics(row)
+            writer.write_summary({"steps": STEPS})
+    data = bounds_data(discover([tmp_path]), "fixed_delay")
+    point = next(p for p in data.points if p["delay"] == 8)
+    assert point["kl_key"] == "bounds/kl_estimate"
+    assert point["kl"] == pytest.approx(0.16)
+    assert point["drift_sq"] == pytest.approx(0.08) and point["drift_path"] == pytest.approx(0.16)
+    assert point["mismatch"] == pytest.approx(9e-6)
+    ratio = next(c for c in data.checks if c["claim"].startswith("drift / its pathwise"))
+    assert ratio["verdict"].startswith("measured") and "GMC D=8: 0.50" in ratio["detail"]
+    step3 = next(c for c in data.checks if c["claim"].startswith("KL <= (T L / 2)"))
+    # 2 KL / (T drift) = 2 x 0.02 D / (12 x 0.01 D) = 1/3 at every delay
+    assert step3["detail"].startswith("L >= 0.333")
+    fig = plot_bounds_vs_runs(data)
+    assert len(fig.axes) >= 8
+    pyplot().close(fig)

@@ -1,59 +1,127 @@
-"""The Qwen3 stage of `gmc-grpo reproduce` (`pipeline.llm_stage`): its suite is valid, and its
-report quotes the paired table over seeds (here from a synthetic analysis, not a training run)."""
+"""The Qwen3 stage of `gmc-grpo reproduce` (`pipeline.llm_stage`): its designs are valid, and its
+report quotes the declared comparisons, the bounds' quantities per delay with the two-delay
+checks, and the figures (here from synthetic records, not a training run)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
-from llm_runs import suite
-from llm_runs.recipes import config_from_values
-from pipeline import llm_stage, reproduce
+sys.path.insert(0, str(Path(__file__).parents[1] / "figures"))
+from fig_records import write_train_run  # noqa: E402
+
+from llm_runs import suite  # noqa: E402
+from llm_runs.recipes import config_from_values  # noqa: E402
+from pipeline import llm_bias_stage, llm_stage, reproduce  # noqa: E402
 
 
-def test_the_stage_suite_is_valid_and_names_its_settings(tmp_path):
-    config = llm_stage.llm_suite_config(tmp_path / "suite")
+@pytest.mark.parametrize("full", [False, True])
+def test_the_stage_designs_are_valid_and_name_their_settings(tmp_path, full):
+    config = llm_stage.llm_suite_config(tmp_path / "suite", full)
     runs = config.runs()
-    assert len(runs) == len(llm_stage.LLM_SUITE_SEEDS) * len(llm_stage.LLM_SUITE_METHODS)
-    assert len(llm_stage.LLM_SUITE_SEEDS) >= 2  # an interval, never one seed
-    for run in runs:
+    seeds = llm_stage.design_seeds(full)
+    delays = llm_stage.LLM_SUITE_DELAYS
+    assert len(runs) == len(seeds) * len(llm_stage.LLM_SUITE_METHODS) * len(delays)
+    assert len(seeds) >= 2  # an interval, never one seed
+    assert 0 in delays and sum(d > 0 for d in delays) >= 2  # D = 0 and two positive delays
+    for run in runs[:3]:
         values = config.run_values(run)
         assert values["cache_dir"] == str(tmp_path / "suite" / "cache")
+        assert values["track_bounds_every"] > 0  # the bounds' quantities along every run
         config_from_values(values)  # every run's config is valid
     stage = next(s for s in reproduce.STAGES if s.name == "llm_tiny")
     assert stage.runner == "pipeline.llm_stage:llm_tiny_stage"
-    assert dict(stage.settings)["seeds"] == list(llm_stage.LLM_SUITE_SEEDS)
+    settings = dict(stage.full_settings if full else stage.settings)
+    assert settings["seeds"] == list(seeds) and settings["design"] == (
+        "full" if full else "default"
+    )
+    assert len(llm_stage.design_seeds(True)) > len(llm_stage.design_seeds(False))
 
 
-def test_the_report_quotes_the_paired_intervals(tmp_path, monkeypatch):
-    # GMC beats TIC by 0.10 +- 0.01 (holds); TIC and GRPO differ by -0.02, 0, +0.02 (not resolved)
+def _synthetic_suite(root: Path) -> dict:
+    """Runs at D = 0, 4, 8 (removed mass grows with D by construction, `fig_records`) and the
+    measures of an analysis in which GMC beats TIC at D = 8 by 0.10 +- 0.01."""
     measures = {}
     for seed, noise in enumerate((-0.01, 0.0, 0.01)):
-        measures[(16, "grpo", seed)] = {"final_reward": 0.30}
-        measures[(16, "tic", seed)] = {"final_reward": 0.30 + 2 * noise}
-        measures[(16, "gmc", seed)] = {"final_reward": 0.40 + 3 * noise}
+        for delay in (0, 4, 8):
+            measures[(delay, "grpo", seed)] = {"final_reward": 0.30 - 0.01 * delay}
+            measures[(delay, "tic", seed)] = {"final_reward": 0.30 + 2 * noise}
+            measures[(delay, "gmc", seed)] = {
+                "final_reward": 0.30 + (0.10 if delay == 8 else 0.0) + 3 * noise
+            }
+            for method in ("grpo", "tic", "gmc"):
+                write_train_run(
+                    root,
+                    f"{method}_d{delay}_seed{seed}",
+                    method=method,
+                    delay=delay,
+                    seed=seed,
+                    steps=30,
+                    eval_every=10,
+                    shift=0.001 * seed,
+                    model="tiny",
+                )
+    return measures
+
+
+def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, monkeypatch):
+    measures = _synthetic_suite(tmp_path / "suite")
     analysis = suite.analyse_records(measures)
-    analysis.runs = [{"run": f"r{i}"} for i in range(9)]
+    analysis.runs = [{"run": f"r{i}"} for i in range(27)]
     seen = []
     monkeypatch.setattr(suite, "run_suite", lambda config: seen.append(config) or analysis)
     result = llm_stage.llm_tiny_stage(tmp_path)
-    assert seen and seen[0].out == str(tmp_path / "suite")
-    gmc_tic = next(r for r in analysis.paired if (r["a"], r["b"]) == ("gmc", "tic"))
-    assert gmc_tic["mean"] == pytest.approx(0.10) and gmc_tic["verdict"] == "holds"
-    # the primary alone at 5% (p = 0.0033); the secondaries Holm-adjusted: GMC - GRPO (0.07, 0.10,
-    # 0.13; raw p = 0.029) does not survive the factor 2
+    assert seen and seen[0].out == str(tmp_path / "suite") and result["design"] == "default"
     headline = result["headline"]
-    assert headline.startswith("3 seeds, D = 16, final reward: primary GMC - TIC +0.100 [")
-    assert "+0.100 [+0.075, +0.125] holds; Holm-adjusted: GMC - GRPO +0.100 [" in headline
-    assert "TIC - GRPO +0.000 [-0.050, +0.050] not resolved" in headline
-    assert result["declared"]["primary"]["p"] == pytest.approx(0.00333, abs=1e-4)
-    gmc_grpo = next(
-        r for r in result["declared"]["secondary"] if r["b"] == "grpo" and r["a"] == "gmc"
+    # the primary alone at 5% (p = 0.0033), at the largest delay
+    assert headline.startswith(
+        "3 seeds, D = 0, 4, 8: primary GMC - TIC (D = 8) final reward +0.100 [+0.075, +0.125] holds"
     )
-    assert gmc_grpo["p"] < 0.05 < gmc_grpo["p_holm"] and gmc_grpo["verdict"] == "not resolved"
-    assert result["power"]["sd"] == pytest.approx(0.01) and "Power: " in result["markdown"]
-    assert "**Primary**" in result["markdown"]
+    assert "GRPO final reward 0.300 -> 0.260 -> 0.220" in headline
+    assert "removed mass grows with the delay: agrees" in headline
+    assert "capped fraction grows with the delay: agrees" in headline
+    assert result["declared"]["primary"]["p"] == pytest.approx(0.00333, abs=1e-4)
+    assert result["power"]["sd"] == pytest.approx(0.01)
     markdown = result["markdown"]
+    assert "**Primary**" in markdown and "Holm" in markdown
     assert "$\\bar d \\pm t_{0.975,\\,n-1}" in markdown  # formulas as $...$
-    assert "| 16 | final_reward | gmc - tic | +0.100 |" in markdown
+    assert "| 8 | final_reward | gmc - tic | +0.100 |" in markdown
+    # the bounds' quantities per delay and method, and the two-delay checks measured
+    assert "| 8 | tic | 0.017 [0.0145, 0.0195] |" in markdown  # 0.016 + the seeds' shifts
+    assert (
+        "removed mass grows with the delay (delay enters through the correction): agrees "
+        "(4 of 4 consecutive delays)" in markdown
+    )
+    for name in ("figure2", "figure4", "bounds_fixed_delay"):
+        assert f"![{name}]({tmp_path.name}/figures/{name}.png)" in markdown
+        assert (tmp_path / "figures" / f"{name}.png").is_file()
     assert "Machine: " in markdown and "cores" in result["machine"]
-    assert "half-widths" in markdown
+
+
+def test_the_bias_stage_settings_fit_the_suite():
+    settings = dict(llm_bias_stage.llm_bias_settings())
+    # a stale behavior policy, no staler than the suite's largest delay (at lag 64 the KL is
+    # several nats and every interval stays unresolved: llm_bias_stage's docstring)
+    assert 1 <= settings["lag"] <= max(llm_stage.LLM_SUITE_DELAYS)
+    from llm_runs.recipes import load_recipe
+
+    total = load_recipe(llm_stage.LLM_SUITE_RECIPE, base_only=True)["total_steps"]
+    for step in settings["steps"]:  # checkpoints the run writes (every `lag` updates)
+        assert step - settings["lag"] >= 0 and step % settings["lag"] == 0 and step <= total
+    from llm_runs.lm_bias import BiasSettings
+
+    bias = BiasSettings(**llm_bias_stage.BIAS_SETTINGS)  # valid
+    assert len(bias.group_sizes) >= 2  # the shrink-with-G finding needs two sizes
+    stage = next(s for s in reproduce.STAGES if s.name == "llm_bias")
+    assert stage.runner == "pipeline.llm_bias_stage:llm_bias_stage"
+
+
+def test_the_full_design_has_the_seeds_the_pilot_spread_asks_for():
+    from llm_runs.comparisons import design_power
+
+    power = design_power(llm_stage.PILOT["differences"], detectable=llm_stage.DETECTABLE)
+    assert len(llm_stage.design_seeds(full=True)) == power["seeds_needed"]
+    lines = llm_stage.design_markdown(full=False)
+    assert any(f"needs {power['seeds_needed']} seeds" in line for line in lines)

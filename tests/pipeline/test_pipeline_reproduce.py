@@ -79,3 +79,33 @@ def test_unknown_stage_is_an_error(tmp_path, stages, capsys):
     with pytest.raises(SystemExit):
         reproduce.main(["--out", str(tmp_path), "--only", "nope"])
     assert "unknown stage" in capsys.readouterr().err
+
+
+def stage_designs(out_dir, full=False):
+    CALLS.append(f"designs full={full}")
+    return {"headline": f"full={full}", "markdown": "D\n"}
+
+
+def test_full_runs_the_larger_design_of_a_stage_that_has_one(tmp_path, monkeypatch):
+    CALLS.clear()
+    monkeypatch.setattr(
+        reproduce,
+        "STAGES",
+        (
+            Stage("a", "Stage A", f"{__name__}:stage_a", (("k", 1),)),
+            Stage(
+                "d",
+                "Designs",
+                f"{__name__}:stage_designs",
+                (("seeds", 2),),
+                full_settings=(("seeds", 8),),
+            ),
+        ),
+    )
+    assert reproduce.main(["--out", str(tmp_path)]) == 0
+    assert reproduce.main(["--out", str(tmp_path), "--full"]) == 0  # a reused, d rerun larger
+    assert CALLS == ["a", "designs full=False", "designs full=True"]
+    marker = json.loads((tmp_path / "d" / "stage.json").read_text())
+    assert marker["settings"] == {"seeds": 8} and marker["headline"] == "full=True"
+    assert reproduce.main(["--out", str(tmp_path), "--full"]) == 0
+    assert CALLS == ["a", "designs full=False", "designs full=True"]  # both reused
