@@ -62,6 +62,7 @@ import torch
 from torch import Tensor
 
 from gmc_grpo.seeding import torch_generator
+from gmc_grpo.staleness import get_schedule
 from gmc_grpo.stats import t_quantile
 from llm_runs.engines.hf import _eos_ids as eos_token_ids
 
@@ -198,14 +199,15 @@ class BoundTracker:
             seed=config.seed,
             max_bytes=MAX_SNAPSHOT_BYTES,
         )
-        if config.schedule == "fixed_delay":
-            versions = config.delay + config.inner_steps + 1
+        largest_lag = get_schedule(config.schedule).largest_lag(config)
+        if largest_lag is not None:  # known before the run (a fixed delay): refuse early
+            versions = largest_lag + config.inner_steps + 1
             need = versions * 4 * sum(p.numel() for p in model.parameters())
             if need > tracker.max_bytes:
                 raise ValueError(
                     f"TrainConfig.track_bounds_every={config.track_bounds_every}: the drift needs "
                     f"{versions} parameter snapshots ({need / 2**30:.1f} GiB, more than "
-                    f"{tracker.max_bytes / 2**30:.0f} GiB) at delay {config.delay}: set it to 0 "
+                    f"{tracker.max_bytes / 2**30:.0f} GiB) at lag {largest_lag}: set it to 0 "
                     "on this model (the learner still logs removed mass, capped fraction, "
                     "entropy and ratio/kl_estimate)"
                 )

@@ -99,8 +99,9 @@ def torch_tree_attention(
     segment's keys are gathered along its root-to-segment path (`tree_kv_index`).
     """
     if softcap:
-        raise NotImplementedError(
-            "torch_tree_attention: attention logit softcapping is not supported"
+        raise ValueError(
+            "torch_tree_attention: attention logit softcapping is not supported (softcap must be "
+            "0 or None; use TRL's FA3 kernel for a model that softcaps)"
         )
     q, k, v = (x.transpose(1, 2)[0] for x in (query, key, value))
     out = torch_varlen_attention(

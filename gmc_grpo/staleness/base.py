@@ -22,6 +22,7 @@ callable that produces one item with the policy of that version (the current one
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, TypeVar
@@ -78,7 +79,7 @@ def chunks(lags: list[int], size: int) -> list[list[int]]:
     return [lags[start : start + size] for start in range(0, len(lags), size)]
 
 
-class Schedule(Generic[T]):
+class Schedule(ABC, Generic[T]):
     """A staleness schedule: which item each learner update consumes, and its lag.
 
     To add a schedule, subclass this, set `item`, implement `next`, `pending_entries`,
@@ -102,25 +103,25 @@ class Schedule(Generic[T]):
 
     # -- what a subclass implements ----------------------------------------------------------
 
+    @abstractmethod
     def next(self, version: int, generate: Callable[[int], T]) -> list[ScheduledBatch[T]]:
         """The `items_per_update` items the learner at `version` consumes.
 
         `generate(version)` returns one item (a batch or a group, per `item`) from the current
         policy; the schedule calls it once per launch.
         """
-        raise NotImplementedError
 
+    @abstractmethod
     def pending_entries(self) -> list[ScheduledBatch[T]]:
         """Every item launched and not consumed yet (behavior versions the learner must keep)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume; all values but the stored items JSON-serialisable."""
-        raise NotImplementedError
 
+    @abstractmethod
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; refuse (ValueError) a state of other settings."""
-        raise NotImplementedError
 
     def launches_ahead(self) -> int:
         """A lower bound on the launches the next `next` call makes, all from the same version

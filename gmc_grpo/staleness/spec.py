@@ -234,6 +234,10 @@ def _delay_label(settings: Any) -> str:
     return f"D{settings.delay}"
 
 
+def _no_known_lag(settings: Any) -> int | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ScheduleSpec:
     """Everything the learners and the configs need to know about one schedule."""
@@ -256,6 +260,10 @@ class ScheduleSpec:
     """its cross-field rules (`check_schedule_fields` calls it after the field checks)"""
     run_label: Callable[[Any], str] = _delay_label
     """`settings -> str` naming a run's default folder, e.g. "D32" or "W16_exponential\""""
+    largest_lag: Callable[[Any], int | None] = _no_known_lag
+    """`settings -> int | None`: the largest lag in learner updates (the first minibatch of a
+    batch) that the settings fix before the run, or None when only the run decides it (a
+    length-coupled or worker schedule); what a consumer sizes its memory by (`llm_runs.bounds`)"""
 
     @property
     def mixes_lags(self) -> bool:
@@ -352,6 +360,7 @@ PAPER_SCHEDULES: tuple[ScheduleSpec, ...] = (
         fields=("delay",),
         build=_build_fixed_delay,
         check=_check_fixed_delay,
+        largest_lag=lambda settings: int(settings.delay),
     ),
     ScheduleSpec(
         name="length_coupled",
