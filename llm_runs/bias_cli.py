@@ -23,10 +23,6 @@ A run to measure needs checkpoints at n and n - lag: train it with
 --set checkpoint_every=LAG --set keep_checkpoints=100 (what --recipe does)."""
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from llm_runs.lm_bias import BiasSettings
 
@@ -47,13 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "every `delay` updates)",
     )
     parser.add_argument("--out", required=True, help="folder for bias.json and bias.md")
-    parser.add_argument("--steps", type=_ints, help="checkpoints n (default: up to 3 with n - lag)")
+    parser.add_argument("--steps", help="checkpoints n, e.g. 48,96 (default: up to 3 with n - lag)")
     parser.add_argument(
         "--lag", type=int, help="behavior policy n - lag (default: the run's delay)"
     )
     parser.add_argument("--methods", default=",".join(d.methods), help="registered methods")
     parser.add_argument(
-        "--group-sizes", type=_ints, default=d.group_sizes, help="group sizes G, e.g. 4,8,16"
+        "--group-sizes",
+        default=",".join(str(g) for g in d.group_sizes),
+        help="group sizes G, e.g. 4,8,16",
     )
     parser.add_argument(
         "--blocks", type=int, default=d.blocks, help="method blocks per (checkpoint, G)"
@@ -122,11 +120,13 @@ def train_for_bias(
 
 
 def run(args: argparse.Namespace) -> int:
+    from gmc_grpo.fieldchecks import parse_int_list, parse_name_list
     from llm_runs.lm_bias import BiasSettings, bias_markdown, bias_of_run
 
+    steps = tuple(parse_int_list(args.steps, "--steps", "48,96")) if args.steps else None
     settings = BiasSettings(
-        methods=tuple(m for m in args.methods.split(",") if m),
-        group_sizes=args.group_sizes,
+        methods=tuple(parse_name_list(args.methods, "--methods", "gmc,tic,is")),
+        group_sizes=tuple(parse_int_list(args.group_sizes, "--group-sizes", "4,16")),
         blocks=args.blocks,
         target_blocks=args.target_blocks,
         trajectories_per_block=args.trajectories_per_block,
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             delay=args.delay,
         )
     result = bias_of_run(
-        run_dir, settings, steps=args.steps, lag=args.lag, progress=not args.no_progress
+        run_dir, settings, steps=steps, lag=args.lag, progress=not args.no_progress
     )
     from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 

@@ -64,7 +64,7 @@ from torch import Tensor
 from gmc_grpo.seeding import torch_generator
 from gmc_grpo.staleness import get_schedule
 from gmc_grpo.stats import t_quantile
-from llm_runs.engines.hf import _eos_ids as eos_token_ids
+from llm_runs.engines.hf import eos_token_ids
 
 #: the most bytes of parameter snapshots the tracker keeps (see the module docstring)
 MAX_SNAPSHOT_BYTES = 4 * 2**30

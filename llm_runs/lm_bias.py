@@ -713,8 +713,9 @@ def bias_findings(checkpoints: Sequence[dict[str, Any]], level: float) -> dict[s
     }
 
 
-def _fmt(interval: dict[str, float]) -> str:
-    return f"{interval['value']:.3g} [{interval['lo']:.3g}, {interval['hi']:.3g}]"
+def interval_text(interval: dict[str, float], spec: str = ".3g") -> str:
+    """An estimate `{"value", "lo", "hi"}` as `"value [lo, hi]"`, each number in format `spec`."""
+    return f"{interval['value']:{spec}} [{interval['lo']:{spec}}, {interval['hi']:{spec}}]"
 
 
 def bias_markdown(result: dict[str, Any]) -> str:
@@ -724,7 +725,7 @@ def bias_markdown(result: dict[str, Any]) -> str:
     for c in result["checkpoints"]:
         lines += [
             f"Checkpoint {c['step']} against its behavior policy {c['behavior_step']} "
-            f"(lag {result['lag']}): KL(current || behavior) {_fmt(c['kl'])} nats per response.",
+            f"(lag {result['lag']}): KL(current || behavior) {interval_text(c['kl'])} nats per response.",
             "",
             "| G | method | squared bias | relative | removed mass | capped |",
             "| ---: | --- | --- | --- | --- | --- |",
@@ -734,12 +735,12 @@ def bias_markdown(result: dict[str, Any]) -> str:
                 removed = row.get("removed_mass", {"value": math.nan})
                 capped = row.get("capped_frac", {"value": math.nan})
                 lines.append(
-                    f"| {g} | {name} | {_fmt(row['bias_sq'])} | {_fmt(row['relative_bias_sq'])} | "
+                    f"| {g} | {name} | {interval_text(row['bias_sq'])} | {interval_text(row['relative_bias_sq'])} | "
                     f"{removed['value']:.3g} | {capped['value']:.3g} |"
                 )
             for name, row in stats["paired"].items():
                 lines.append(
-                    f"| {g} | **{name}** (paired) | {_fmt(row['bias_sq'])} | {_fmt(row['relative_bias_sq'])} | | |"
+                    f"| {g} | **{name}** (paired) | {interval_text(row['bias_sq'])} | {interval_text(row['relative_bias_sq'])} | | |"
                 )
         lines.append("")
     f = result["findings"]
@@ -751,6 +752,6 @@ def bias_markdown(result: dict[str, Any]) -> str:
     for r in f["shrinks_with_G"]:
         lines.append(
             f"- {r['method']}, checkpoint {r['step']}: squared bias at G = {r['smallest_G']} minus at "
-            f"G = {r['largest_G']}: {_fmt(r)} ({'shrinks' if r['shrinks'] else 'no resolved decrease'})."
+            f"G = {r['largest_G']}: {interval_text(r)} ({'shrinks' if r['shrinks'] else 'no resolved decrease'})."
         )
     return "\n".join(lines) + "\n"

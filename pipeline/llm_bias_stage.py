@@ -52,7 +52,9 @@ def llm_bias_settings() -> tuple[tuple[str, Any], ...]:
 
 
 def _fmt(interval: dict[str, float]) -> str:
-    return f"{interval['value']:+.3g} [{interval['lo']:+.3g}, {interval['hi']:+.3g}]"
+    from llm_runs.lm_bias import interval_text
+
+    return interval_text(interval, "+.3g")
 
 
 def llm_bias_stage(out_dir: Path) -> dict[str, Any]:

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from plugin_cli import run_cli_with_plugin  # noqa: E402
+
 from examples import soft_gmc  # noqa: E402  (registers "soft_gmc" on import)
 from gmc_grpo.estimators import coefficients  # noqa: E402
 from gmc_grpo.methods import MethodSettings, MethodSpec, register_method, unregister_method  # noqa: E402
@@ -175,15 +177,10 @@ def test_soft_gmc_in_the_toy_learner_logs_its_own_removed_mass():
 
 
 def test_soft_gmc_from_the_command_line(tmp_path):
-    env = {**os.environ, "GMC_GRPO_METHODS": "examples.soft_gmc", "PYTHONPATH": str(ROOT)}
     argv = ["toy", "train", "--method", "soft_gmc", "--delay", "2", "--steps", "4", "--seeds",
             "0,1", "--num-prompts", "2", "--max-length", "3", "--group-size", "4",
             "--num-groups", "2", "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
-    code = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
+    done = run_cli_with_plugin("GMC_GRPO_METHODS", "examples.soft_gmc", argv)
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 8 and all(r["ratio/removed_mass"] > 0 for r in rows)

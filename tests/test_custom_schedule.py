@@ -11,8 +11,6 @@ schedule's) are checked too.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +20,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from plugin_cli import run_cli_with_plugin  # noqa: E402
 
 from examples import periodic_sync  # noqa: E402  (registers "periodic_sync" on import)
 from gmc_grpo.records import read_json, read_jsonl  # noqa: E402
@@ -153,15 +153,10 @@ def test_in_the_llm_learner(tmp_path):
 
 
 def test_from_the_toy_command_line(tmp_path):
-    env = {**os.environ, "GMC_GRPO_SCHEDULES": "examples.periodic_sync", "PYTHONPATH": str(ROOT)}
     argv = ["toy", "train", "--schedule", "periodic_sync", "--delay", "2", "--steps", "7",
             "--seeds", "0", "--num-prompts", "2", "--max-length", "3", "--group-size", "4",
             "--num-groups", "2", "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
-    code = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run(
-        [sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
+    done = run_cli_with_plugin("GMC_GRPO_SCHEDULES", "examples.periodic_sync", argv)
     assert done.returncode == 0, done.stderr
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["staleness/lag"] for r in rows] == CYCLE

@@ -50,7 +50,7 @@ from llm_runs.engines.base import (
 from llm_runs.tiny import check_model_dir
 
 
-def _eos_ids(tokenizer, model) -> set[int]:
+def eos_token_ids(tokenizer, model) -> set[int]:
     """Token ids that end a completion: the tokenizer's EOS and the generation config's."""
     ids: set[int] = set()
     if tokenizer.eos_token_id is not None:
@@ -162,7 +162,7 @@ class HFEngine:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = next(model.parameters()).device
-        self.eos_ids = _eos_ids(tokenizer, model)
+        self.eos_ids = eos_token_ids(tokenizer, model)
         self.batch_tokens = batch_tokens
         self._closed = False
 

@@ -173,6 +173,23 @@ def test_bias_command_help(capsys):
     assert "--recipe" in text and "--lag" in text and "bias.json" in text
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "why"),
+    [
+        ("--steps", "48,a", "'a' is not a whole number"),
+        ("--group-sizes", "4,,16", "an entry is empty"),
+        ("--methods", "gmc,", "an entry is empty"),
+    ],
+)
+def test_bias_command_refuses_a_bad_list_in_one_line(tmp_path, capsys, flag, value, why):
+    from llm_runs.cli import main
+
+    argv = ["bias", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "out"), flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0] and why in err[0]
+
+
 @pytest.mark.slow
 def test_bias_command_end_to_end(tmp_path):
     """Train a tiny delayed run with checkpoints, measure it, read the written report."""
