@@ -4,10 +4,16 @@ Runs the shipped bound-tracking experiments (`BOUND_EXPERIMENTS`): `bounds_quick
 with plain SGD at a constant step size, the theorems' setting, over a grid of delays and step
 sizes, and VCPO with `c = 1 + eps`, tracked but outside it: its ESS factor changes the step size),
 `bounds_bite` (the regime the theorems favour: `eta <= 1/L_J`, `N = 1000`, a small and a large
-delay) and `drift_quick` (the drift over a grid of step sizes and lags, for the claims table's
+delay), `bounds_optimal` (each point at the step that minimises its theorem's explicit bound,
+`N = 1,000` and `10,000`, `D = 2` and `32`: where the bounds fall below the ceiling and a run could
+refute them; `bounds_optimal_full` under `gmc-grpo reproduce --full`: 10 seeds and `N = 100,000`)
+and `drift_quick` (the drift over a grid of step sizes and lags, for the claims table's
 drift row). Then evaluates every tracked toy run it finds (its own and the earlier toy-training
 stage's) and reports, each claim with its own count (`bounds_claims`):
 
+- Theorems 1-2 where they bite: every `bounds_optimal` run with the bound (both constants), the
+  ceiling, the measurement with its interval and the verdict vacuous / holds / refuted /
+  unresolved (`theory.bite`);
 - the explicit Theorems 1-2: vacuous or not, and by how many decades (`theory.vacuity`);
 - Lemma 1 with the measured moments, the check that can fail: its measured/bound distribution;
 - where the proof loses: the slack of each step of the §4.2 chain, a table in decades and a
@@ -30,7 +36,19 @@ from typing import Any
 from gmc_grpo.records import atomic_write_json, atomic_write_text
 from toy_mdps.jobs import machine_jobs
 
-BOUND_EXPERIMENTS: tuple[str, ...] = ("bounds_quick", "bounds_bite", "drift_quick")
+BOUND_EXPERIMENTS: tuple[str, ...] = (
+    "bounds_quick",
+    "bounds_bite",
+    "bounds_optimal",
+    "drift_quick",
+)
+# `gmc-grpo reproduce --full`: the bound-minimising runs with 10 seeds and N = 100,000 as well
+FULL_BOUND_EXPERIMENTS: tuple[str, ...] = (
+    "bounds_quick",
+    "bounds_bite",
+    "bounds_optimal_full",
+    "drift_quick",
+)
 # the experiments whose runs get a bound-tracking figure each (drift_quick's 18 runs get none:
 # they feed the drift fit and the tables)
 FIGURE_EXPERIMENTS: tuple[str, ...] = ("bounds_quick", "bounds_bite")
@@ -52,8 +70,9 @@ def draw_bound_figures(results: list[Any], out_dir: Path, runs_root: Path) -> li
     return written
 
 
-def bounds_stage(out_dir: Path) -> dict[str, Any]:
-    """Run the bound-tracking experiments and write the report section (module docstring)."""
+def bounds_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
+    """Run the bound-tracking experiments (`FULL_BOUND_EXPERIMENTS` with `full`, else
+    `BOUND_EXPERIMENTS`) and write the report section (module docstring)."""
     import torch
 
     from theory.measured import all_run_bounds
@@ -65,7 +84,8 @@ def bounds_stage(out_dir: Path) -> dict[str, Any]:
     torch.set_num_threads(1)
     out_dir = Path(out_dir)
     sections = []
-    for name in BOUND_EXPERIMENTS:
+    experiments = FULL_BOUND_EXPERIMENTS if full else BOUND_EXPERIMENTS
+    for name in experiments:
         config = ExperimentConfig.from_file(shipped_experiment(name))
         summary = run_experiment(config, out_dir / config.name, progress=False, jobs=machine_jobs())
         sections.append(
@@ -86,10 +106,13 @@ def bounds_stage(out_dir: Path) -> dict[str, Any]:
     claims = bounds_claims(results, out_dir)
     lines = [
         "Every toy training run that tracked its bound quantities (`bound_every > 0`): this "
-        f"stage's `{', '.join(BOUND_EXPERIMENTS)}` and the SGD runs of the toy-training stage. "
+        f"stage's `{', '.join(experiments)}` and the SGD runs of the toy-training stage. "
         "Per-step quantities at the learner's actual state (`toy_mdps.train.bounds`), bounds "
         "evaluated by `theory.measured` (also `gmc-grpo theory --runs DIR`).",
         "",
+        "#### Theorems 1-2 where they bite (the bound-minimising step)",
+        "",
+        claims["bite_markdown"],
         "#### The explicit bounds: vacuous, and by how much",
         "",
         claims["vacuity_markdown"],
@@ -124,6 +147,7 @@ def bounds_claims(results: list[Any], out_dir: Path) -> dict[str, Any]:
     """The stage's claims, each with its own count: the explicit theorems' vacuity (decades),
     Lemma 1 with the measured moments, the chain's slack per step (table, figure), every GMC/TIC
     pair; the headline names each (`theory.vacuity`, `theory.slack`, `theory.pairs`)."""
+    from theory.bite import bite_headline, bite_markdown, bite_rows, bite_summary
     from theory.pairs import gmc_tic_pairs, pairs_headline, pairs_markdown, tuned_pairs
     from theory.slack import chain_slack, slack_markdown, slack_summary
     from theory.vacuity import lemma1_ratios, theorem_vacuity
@@ -133,9 +157,10 @@ def bounds_claims(results: list[Any], out_dir: Path) -> dict[str, Any]:
     slacks = chain_slack(results)
     pairs = gmc_tic_pairs(results)
     tuned = tuned_pairs(results, pairs)
+    bite = bite_rows(results)
     refutations = sum(len(r.refutations) for r in results)
     evaluated = sum(e["evaluated"] for r in results for e in r.checks.values())
-    parts = []
+    parts = [bite_headline(bite)] if bite else []
     if vac["runs"]:
         p = vac["all"]["paper"]
         text = (
@@ -174,9 +199,11 @@ def bounds_claims(results: list[Any], out_dir: Path) -> dict[str, Any]:
     parts.append(f"per-step checks: {refutations} violations of {evaluated}")
     out: dict[str, Any] = {
         "headline": "; ".join(parts),
+        "bite_markdown": bite_markdown(bite),
         "vacuity_markdown": vacuity_markdown(vac, lem),
         "slack_markdown": slack_markdown(slacks),
         "pairs_markdown": pairs_markdown(pairs, tuned),
+        "bite": {"runs": bite, "summary": bite_summary(bite)},
         "vacuity": vac,
         "lemma1": lem,
         "slack": slacks,

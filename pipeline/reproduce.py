@@ -191,7 +191,10 @@ STAGES: tuple[Stage, ...] = (
         "bounds",
         "Toy token MDPs: the theorems' bounds, with constants, beside the measurements",
         "pipeline.bounds_stage:bounds_stage",
-        (("experiments", ["bounds_quick", "bounds_bite", "drift_quick"]),),
+        (("experiments", ["bounds_quick", "bounds_bite", "bounds_optimal", "drift_quick"]),),
+        full_settings=(
+            ("experiments", ["bounds_quick", "bounds_bite", "bounds_optimal_full", "drift_quick"]),
+        ),
         reads_earlier=True,
     ),
     Stage(

@@ -29,7 +29,6 @@ from theory.vacuity import lemma1_ratios, theorem_vacuity
 from theory.verdicts import (
     DOES_NOT_HOLD,
     NEEDS_RUNS,
-    NOT_REPRODUCED,
     NOT_SIGNIFICANT,
     REFUTED,
     VERIFIED,
@@ -77,17 +76,41 @@ def test_drift_fit_recovers_planted_exponents() -> None:
     ("eta_exp", "tau_exp", "scale", "claimed", "expected"),
     [
         (2.0, 2.0, 1e-3, {}, VERIFIED),
-        (2.0, 1.5, 1e-3, {}, NOT_REPRODUCED),  # slower than tau^2: the rate is not reproduced
-        (2.0, 2.0, 1e-3, {"tau_exponent": 1.9}, NOT_REPRODUCED),  # a perturbed claim turns it
+        # slower than tau^2 and far below: an upper bound holds (the tightness is reported)
+        (2.0, 1.5, 1e-3, {}, VERIFIED),
+        (2.0, 2.0, 0.5, {}, VERIFIED),  # half of eta^2 t^2 M
+        (2.0, 2.0, 0.5, {"tau_exponent": 1.5}, REFUTED),  # a perturbed claim turns it
         (2.0, 2.0, 5.0, {}, REFUTED),  # above eta^2 t^2 M
+        (2.0, 2.5, 0.3, {}, REFUTED),  # faster than t^2: crosses the bound at large lags
     ],
 )
-def test_drift_row_can_fail(
+def test_drift_row_is_graded_as_an_upper_bound(
     eta_exp: float, tau_exp: float, scale: float, claimed: dict, expected: str
 ) -> None:
     evidence = RunEvidence(["synthetic"], drift=drift_runs(eta_exp, tau_exp, scale))
-    assert check_drift(evidence, **claimed).verdict == expected
+    check = check_drift(evidence, **claimed)
+    assert check.verdict == expected
+    assert "Tightness, not the verdict" in check.result
     assert check_drift(None).verdict == NEEDS_RUNS
+
+
+def test_drift_measured_moment_bound_is_the_non_vacuous_check() -> None:
+    """`eta^2 t^2 max_n E||g_n||^2` with each run's measured moment: 0.1 with upper end 0.12
+    holds for a drift of 0.05 eta^2 t^2 (ratio 0.5) and is refuted by 0.2 eta^2 t^2, which
+    stays below eta^2 t^2 M (M = 1): only the measured-moment check catches it."""
+    for scale, expected, violations in ((0.05, VERIFIED, 0), (0.2, REFUTED, 3 * LAGS.size)):
+        runs = drift_runs(2.0, 2.0, scale)
+        for run in runs:
+            run.measured_second_moment, run.measured_second_moment_hi = 0.1, 0.12
+        fit = fit_drift(runs)
+        assert fit["bound_max_ratio_lower"] < 1.0  # below the M bound either way
+        meas = fit["measured_bound"]
+        assert meas["runs"] == 3 and meas["evaluated"] == 3 * LAGS.size
+        assert meas["violations"] == violations
+        assert meas["max_ratio"] == pytest.approx(scale / 0.1, rel=0.2)
+        check = check_drift(RunEvidence(["synthetic"], drift=runs))
+        assert check.verdict == expected
+        assert f"{violations} violations" in check.result
 
 
 def _regularity(ratios: list[tuple[float, float]]) -> RunEvidence:
