@@ -264,12 +264,23 @@ def lemma1_part(evidence: RunEvidence | None) -> tuple[str, bool, dict[str, Any]
         return "", False, {}
     r = lem["ratio"]
     text = (
-        f" With the measured moments of {lem['runs']} toy runs in the setting, the measured "
-        f"(1/N)Σ‖∇J‖² is {short(r['median'], 2)} of Lemma 1's right-hand side (median; "
+        f" A consistency check with the measured moments of {lem['runs']} toy runs in the "
+        f"setting (the variance term integrates the same updates as the progress term): the "
+        f"measured (1/N)Σ‖∇J‖² is {short(r['median'], 2)} of Lemma 1's right-hand side (median; "
         f"{short(r['min'], 2)} to {short(r['max'], 2)}); it holds in {lem['holds']} of "
-        f"{lem['runs']} runs (paired over seeds)."
+        f"{lem['runs']} runs (paired over seeds), is vacuous (right-hand side at or above the "
+        f"ceiling T L R² log|A|/2) in {lem['vacuous']} and violated in {lem['violated']}."
     )
-    return text, lem["holds"] < lem["runs"], {"lemma1_runs": lem["runs"], "lemma1_ratio": r}
+    return (
+        text,
+        lem["violated"] > 0,
+        {
+            "lemma1_runs": lem["runs"],
+            "lemma1_ratio": r,
+            "lemma1_holds": lem["holds"],
+            "lemma1_vacuous": lem["vacuous"],
+        },
+    )
 
 
 def theorem_part(evidence: RunEvidence | None, method: str) -> tuple[str, bool, dict[str, Any]]:

@@ -11,7 +11,8 @@ the runs in the theorems' setting: per run the decades and the vacuity with Prop
 constant 8 and with our 2, and the same without the delay term (`optimisation + variance`);
 the runs with `eta <= 1/L_J` (`L_J` the smoothness behind Lemma 1: the regime the descent
 lemma favours) are summarised apart. `lemma1_ratios(results)` gives Lemma 1 with the measured
-moments: measured total over the right-hand side, the check that can fail.
+moments: measured total over the right-hand side, a consistency check (a right-hand side above
+the ceiling is vacuous and not counted as holding).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from theory.bounds import gradient_norm_sq_ceiling, objective_smoothness
-from theory.measured import RunBounds
+from theory.measured import SMOOTHNESS_CHECK, RunBounds
 
 
 def _decades(bound: float, measured: float) -> float:
@@ -98,19 +99,37 @@ def theorem_vacuity(results: Sequence[RunBounds], method: str | None = None) -> 
 
 
 def lemma1_ratios(results: Sequence[RunBounds]) -> dict[str, Any]:
-    """Lemma 1 with the measured moments, over the runs in the setting: measured total over the
-    right-hand side (the fraction of the bound used; a value above 1 contradicts Lemma 1) per
-    run, its min/median/max, and in how many runs the paired interval allows the bound."""
+    """Lemma 1 with the measured moments (a consistency check: `theory.measured`), over the runs
+    in the setting: measured total over the right-hand side per run and its min/median/max;
+    `vacuous` the runs whose right-hand side reaches the ceiling (not counted as holding),
+    `holds` the others whose paired interval allows the bound, `violated` those whose does not;
+    each term's share of the right-hand side (min/median/max); how many runs carry moments at
+    every step (`every_step`) and the spread of the recorded steps per run (`moment_steps`)."""
     inside = [r for r in results if r.in_setting and r.lemma1]
     ratios = [
         r.lemma1["measured_total"]["mean"] / r.lemma1["rhs_with_measured_moments"]["mean"]
         for r in inside
     ]
+    vacuous = [bool(r.lemma1.get("vacuous", False)) for r in inside]
     out: dict[str, Any] = {
         "runs": len(inside),
-        "holds": sum(bool(r.lemma1["holds"]) for r in inside),
+        "vacuous": sum(vacuous),
+        "holds": sum(
+            bool(r.lemma1["holds"]) and not v for r, v in zip(inside, vacuous, strict=True)
+        ),
+        "violated": sum(not r.lemma1["holds"] for r in inside),
+        "every_step": sum(
+            r.lemma1.get("moment_steps", 0) >= r.lemma1.get("steps", math.inf) for r in inside
+        ),
         "per_run": {r.name: x for r, x in zip(inside, ratios, strict=True)},
+        "vacuous_runs": [r.name for r, v in zip(inside, vacuous, strict=True) if v],
     }
+    if inside and all("shares" in r.lemma1 for r in inside):
+        out["shares"] = {
+            t: _spread([r.lemma1["shares"][t] for r in inside])
+            for t in ("optimisation", "variance", "delay")
+        }
+        out["moment_steps"] = _spread([r.lemma1["moment_steps"] for r in inside])
     if ratios:
         out["ratio"] = _spread(ratios)
         small = [
@@ -127,3 +146,21 @@ def lemma1_ratios(results: Sequence[RunBounds]) -> dict[str, Any]:
         if small:
             out["small_step_ratio"] = _spread(small)
     return out
+
+
+def smoothness_summary(results: Sequence[RunBounds]) -> dict[str, Any]:
+    """Lemma 1's descent step tested directly at every step (`theory.measured`'s
+    `SMOOTHNESS_CHECK`): runs, steps evaluated, violations, and the largest measured curvature
+    `-2 r_n / ||dtheta||^2` over `L_J` (how much of `L_J` any step used)."""
+    entries = [r.checks[SMOOTHNESS_CHECK] for r in results if SMOOTHNESS_CHECK in r.checks]
+    used = [
+        r.smoothness["max_curvature_over_L_J"]
+        for r in results
+        if r.smoothness.get("max_curvature_over_L_J") is not None
+    ]
+    return {
+        "runs": len(entries),
+        "evaluated": sum(e["evaluated"] for e in entries),
+        "violations": sum(e["violations"] for e in entries),
+        "max_curvature_over_L_J": max(used) if used else None,
+    }

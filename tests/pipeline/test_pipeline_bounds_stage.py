@@ -58,7 +58,10 @@ def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
     assert headline.startswith("explicit Theorems 1-2: vacuous in 2 of 2 runs")
     assert "decades above the measurement" in headline and "not counted as a check" in headline
     assert "|" not in headline  # a cell of the report's stage table
-    assert "Lemma 1 with measured moments: holds in 2 of 2" in headline
+    assert "Lemma 1 with measured moments (a consistency check): holds in " in headline
+    assert (
+        "Lemma 1's descent step at every step: 0 violations of 54" in headline
+    )  # 3 runs x 3 seeds x 6 steps
     assert "chain steps 1-5 lose" in headline and "GMC vs TIC, 1 pairs" in headline
     assert "0.331" not in headline
     md = result["markdown"]
@@ -104,3 +107,13 @@ def test_claims_headline_counts_each_kind_apart() -> None:
     assert claims_headline({"paper": {"verified": 2, "needs runs": 1}, "ours": {}}) == (
         "paper's claims: 2 verified, 1 needs runs"
     )
+
+
+def test_stage_designs_name_the_bound_minimising_experiments() -> None:
+    """The default design runs `bounds_optimal`, `--full` its full grid (10 seeds, N = 100,000);
+    the stage's recorded settings are the lists the runner uses."""
+    stage = next(s for s in STAGES if s.name == "bounds")
+    assert dict(stage.settings)["experiments"] == list(bounds_stage.BOUND_EXPERIMENTS)
+    assert dict(stage.full_settings)["experiments"] == list(bounds_stage.FULL_BOUND_EXPERIMENTS)
+    assert "bounds_optimal" in bounds_stage.BOUND_EXPERIMENTS
+    assert "bounds_optimal_full" in bounds_stage.FULL_BOUND_EXPERIMENTS

@@ -194,7 +194,9 @@ def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> Non
     vac = theorem_vacuity(evidence.tracked)
     assert vac["runs"] == 4 and vac["all"]["paper"]["vacuous"] == 4 and vac["refuted"] == 0
     lem = lemma1_ratios(evidence.tracked)
-    assert lem["runs"] == lem["holds"] == 4 and 0 < lem["ratio"]["median"] < 1
+    assert lem["runs"] == 4 and lem["violated"] == 0 and 0 < lem["ratio"]["median"] < 1
+    # a right-hand side at or above the ceiling is vacuous, not counted as holding
+    assert lem["holds"] + lem["vacuous"] == 4 and len(lem["vacuous_runs"]) == lem["vacuous"]
     slacks = chain_slack(evidence.tracked)
     assert len(slacks) == 4
     s = slacks[0]
