@@ -47,10 +47,20 @@ def sweep_headline(summary: dict[str, Any]) -> str:
     claims = summary["claims"]
     parts = []
     gap = claims.get("gmc_bias_below_tic")
-    if gap:
+    if gap and gap.get("primary"):
+        first, rest = gap["primary"], gap["secondary_holm"]
+        parts.append(
+            f"GMC's bias below TIC's, primary point (staleness {first['staleness']:g}, eps "
+            f"{first['eps']:g}, G = {first['group_size']}): {first['verdict']} "
+            f"({_ci(first)}, paired over {gap['num_seeds']} seeds); the other {rest['of']} stale "
+            f"points Holm-adjusted: {rest['holds']} hold, {rest['not_significant']} not "
+            f"significant, {rest['does_not_hold']} against (unadjusted: {gap['holds']} of "
+            f"{gap['of']} hold)"
+        )
+    elif gap:
         parts.append(
             f"GMC's bias below TIC's at {gap['holds']} of {gap['of']} stale points (paired over "
-            f"{gap['num_seeds']} seeds; {gap['not_significant']} not significant, "
+            f"{gap['num_seeds']} seeds, unadjusted; {gap['not_significant']} not significant, "
             f"{gap['does_not_hold']} against)"
         )
     grpo = claims.get("grpo_exceeds_prop1")
