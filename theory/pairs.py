@@ -30,9 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.records import read_json
-from gmc_grpo.stats import t_interval
+from gmc_grpo.stats import holm_adjust, paired_t_test, t_interval
 from theory.measured import RunBounds
 
+# the declared primary comparison of the bounds stage's pairs (issue 31): GMC's gradient metric
+# below TIC's in `bounds_quick` at the larger delay and the middle step size of its grid (the
+# theorems' setting; fixed before the runs). Every other non-identical pair in the setting is
+# one Holm family per claim (gradient metric, final J).
+PRIMARY_PAIR = {"folder": "bounds_quick", "delay": 64, "eta": 20.0}
 PAIR_FIELDS = ("delay", "schedule", "num_workers", "group_size", "num_groups", "eps", "total_steps")
 
 
@@ -82,7 +87,7 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
         gmc, tic = pair["gmc"], pair["tic"]
         a, b = _per_seed(gmc), _per_seed(tic)
         seeds = [s for s in a if s in b]
-        log_ratio = t_interval(
+        log_ratio = paired_t_test(
             [
                 math.log(a[s]["convergence_metric"] / b[s]["convergence_metric"])
                 for s in seeds
@@ -95,7 +100,7 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
             m: t_interval([p[s]["final_objective"] for s in seeds], level)
             for m, p in (("gmc", a), ("tic", b))
         }
-        final_diff = t_interval(
+        final_diff = paired_t_test(
             [a[s]["final_objective"] - b[s]["final_objective"] for s in seeds], level
         )
         bounds = {term: (_bound(gmc, term), _bound(tic, term)) for term in ("total", "delay")}
@@ -119,7 +124,10 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
                     for m, p in (("gmc", a), ("tic", b))
                 },
                 "ratio": ratio,
+                "ratio_p": log_ratio["p"],
+                "final_p": final_diff["p"],
                 "identical": identical,
+                "in_setting": gmc.in_setting and tic.in_setting,
                 "ratio_verdict": _verdict(log_ratio, 0.0, -1.0),
                 "final_objective": final,
                 "final_difference": final_diff,
@@ -129,7 +137,46 @@ def gmc_tic_pairs(results: Sequence[RunBounds], level: float = 0.95) -> list[dic
                 "log_C": {"gmc": gmc.constants["log_C"], "tic": tic.constants["log_C"]},
             }
         )
-    return out
+    return multiplicity(out, 1.0 - level)
+
+
+def is_primary(pair: dict[str, Any]) -> bool:
+    """The declared primary pair (`PRIMARY_PAIR`)."""
+    return all(pair.get(k) == v for k, v in PRIMARY_PAIR.items())
+
+
+def multiplicity(pairs: list[dict[str, Any]], alpha: float = 0.05) -> list[dict[str, Any]]:
+    """Mark each pair's `role`: `primary` (`PRIMARY_PAIR`, non-identical, in the setting),
+    `identical` (no group capped: GMC and TIC the same learner, excluded from every count),
+    `outside` (a run outside the theorems' setting) or `secondary`; the secondary pairs' p-values
+    Holm-adjusted per claim (`ratio_p_holm`, `ratio_verdict_holm`; `final_p_holm`,
+    `final_verdict_holm`)."""
+    for p in pairs:
+        p["role"] = (
+            "identical"
+            if p["identical"]
+            else "outside"
+            if not p["in_setting"]
+            else "primary"
+            if is_primary(p)
+            else "secondary"
+        )
+    family = [p for p in pairs if p["role"] == "secondary"]
+    for claim, sign in (("ratio", -1.0), ("final", 1.0)):
+        adjusted = holm_adjust([p[f"{claim}_p"] for p in family])
+        for p, adj in zip(family, adjusted, strict=True):
+            mean = (
+                math.log(p["ratio"]["mean"]) if claim == "ratio" else p["final_difference"]["mean"]
+            )
+            p[f"{claim}_p_holm"] = adj
+            p[f"{claim}_verdict_holm"] = (
+                "holds"
+                if adj < alpha and sign * mean > 0
+                else "does not hold"
+                if adj < alpha
+                else "not significant"
+            )
+    return pairs
 
 
 def _safe_ratio(a: float | None, b: float | None) -> float | None:
@@ -209,22 +256,29 @@ def pairs_markdown(pairs: Sequence[dict[str, Any]], tuned: Sequence[dict[str, An
         "final $J$. Bound: Theorem 1 over Theorem 2 with explicit constants at the same $\\eta$, "
         "each with its own run's constants ($\\log\\mathcal{C}$ in the table), whole bound and "
         "delay term alone (a bound's ratio beside a bound's ratio; the measured ratio beside "
-        "the measured one).",
+        "the measured one). Role: the declared *primary* pair (`theory.pairs.PRIMARY_PAIR`), "
+        "*secondary* pairs with Holm-adjusted verdicts per claim (in brackets), *identical* "
+        "pairs (no group capped) and pairs *outside* the theorems' setting, neither counted.",
         "",
-        "| folder | lags | $\\epsilon$ | $N$ | $\\eta$ | GMC / TIC, metric | verdict (GMC lower) "
+        "| role | folder | lags | $\\epsilon$ | $N$ | $\\eta$ | GMC / TIC, metric | verdict (GMC lower) "
         "| final $J$ GMC | final $J$ TIC | GMC $-$ TIC, final $J$ | verdict (GMC higher) "
         "| bound ratio | delay-term ratio | $\\log\\mathcal{C}$ GMC, TIC |",
-        "| --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | ---: | ---: "
-        "| --- |",
+        "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- | --- | ---: "
+        "| ---: | --- |",
     ]
     for p in pairs:
         same = " (identical runs: no group capped)" if p["identical"] else ""
+        holm = {
+            c: f" (Holm: {p[f'{c}_verdict_holm']})" if f"{c}_verdict_holm" in p else ""
+            for c in ("ratio", "final")
+        }
         lines.append(
-            f"| {p['folder']} | {lags(p)} | {p['eps']:g} | {p['total_steps']} | {p['eta']:g} "
-            f"| {_ci(p['ratio'])} | {p['ratio_verdict']}{same} "
+            f"| {p.get('role', '')} | {p['folder']} | {lags(p)} | {p['eps']:g} "
+            f"| {p['total_steps']} | {p['eta']:g} "
+            f"| {_ci(p['ratio'])} | {p['ratio_verdict']}{holm['ratio']}{same} "
             f"| {_ci(p['final_objective']['gmc'])} "
             f"| {_ci(p['final_objective']['tic'])} | {_ci(p['final_difference'])} "
-            f"| {p['final_verdict']} | {_g(p['bound_ratio'])} | {_g(p['bound_delay_ratio'])} "
+            f"| {p['final_verdict']}{holm['final']} | {_g(p['bound_ratio'])} | {_g(p['bound_delay_ratio'])} "
             f"| {p['log_C']['gmc']:.2f}, {p['log_C']['tic']:.2f} |"
         )
     if tuned:
@@ -271,9 +325,13 @@ def _g(x: float | None) -> str:
 
 
 def pairs_headline(pairs: Sequence[dict[str, Any]]) -> str:
-    """ "GMC/TIC: metric lower in 5 of 8 pairs, higher in 1; final J higher in 4, lower in 2" """
+    """The declared primary pair's verdict, the other pairs in the theorems' setting
+    Holm-adjusted per claim, identical pairs (no group capped) and pairs outside the setting
+    said apart (`multiplicity`); pairs without roles (older records): the unadjusted counts."""
     if not pairs:
         return "no GMC/TIC pair"
+    if all("role" in p for p in pairs):
+        return _pairs_headline_holm(pairs)
     same = sum(p["identical"] for p in pairs)
     lower = sum(p["ratio_verdict"] == "holds" for p in pairs)
     higher = sum(p["ratio_verdict"] == "does not hold" for p in pairs)
@@ -284,3 +342,40 @@ def pairs_headline(pairs: Sequence[dict[str, Any]]) -> str:
         f"final J higher in {j_up}, lower in {j_down} (paired 95% intervals)"
         + (f"; {same} identical (no group capped)" if same else "")
     )
+
+
+def _pairs_headline_holm(pairs: Sequence[dict[str, Any]]) -> str:
+    roles = [p["role"] for p in pairs]
+    primary = next((p for p in pairs if p["role"] == "primary"), None)
+    family = [p for p in pairs if p["role"] == "secondary"]
+    parts = []
+    if primary is not None:
+        parts.append(
+            f"GMC vs TIC (Theorems 1-2's setting), primary pair {primary['folder']} "
+            f"D = {primary['delay']}, eta = {primary['eta']:g}: gradient metric GMC/TIC "
+            f"{_ci(primary['ratio'])} (GMC below TIC: {primary['ratio_verdict']}), final J "
+            f"GMC - TIC {_ci(primary['final_difference'])}"
+        )
+    else:
+        parts.append("GMC vs TIC: no declared primary pair among these runs")
+    if family:
+        count = {
+            claim: {
+                v: sum(p[f"{claim}_verdict_holm"] == v for p in family)
+                for v in ("holds", "does not hold")
+            }
+            for claim in ("ratio", "final")
+        }
+        parts.append(
+            f"the other {len(family)} pairs in the setting, Holm-adjusted: gradient metric lower "
+            f"in {count['ratio']['holds']}, higher in {count['ratio']['does not hold']}; final J "
+            f"higher in {count['final']['holds']}, lower in {count['final']['does not hold']}"
+        )
+    apart = []
+    if roles.count("identical"):
+        apart.append(f"{roles.count('identical')} identical pairs (no group capped)")
+    if roles.count("outside"):
+        apart.append(f"{roles.count('outside')} outside the setting")
+    if apart:
+        parts.append("not counted: " + ", ".join(apart))
+    return "; ".join(parts)
