@@ -204,8 +204,10 @@ def bounds_claims(results: list[Any], out_dir: Path) -> dict[str, Any]:
             + " / ".join(
                 "n/a" if steps[k]["median"] is None else f"{steps[k]['median']:.1f}" for k in order
             )
-            + f" decades (median over {len(slacks)} runs; Prop. 1's M alone "
-            f"{steps['second_moment']['median']:.1f})"
+            + " decades (medians over "
+            + " / ".join(str(steps[k]["runs"]) for k in order)
+            + f" runs of {len(slacks)}: a step counts only where it is measurable; Prop. 1's M "
+            f"alone {steps['second_moment']['median']:.1f})"
         )
     parts.append(pairs_headline(pairs))
     parts.append(f"per-step checks: {refutations} violations of {evaluated}")

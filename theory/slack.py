@@ -131,6 +131,9 @@ def run_slack(result: RunBounds, series: RunSeries | None = None) -> dict[str, A
             if bound_delay and measured_delay and measured_delay > 0
             else None
         ),
+        # the measured delay term's interval over seeds excludes 0: the ratio's denominator is
+        # resolved from sampling noise (else the ratio is marked, not read as a slack)
+        "run_delay_resolved": bool(delay.get("measured", {}).get("lo", 0.0) > 0),
         "lemma1_slack": (
             lemma["rhs_with_measured_moments"]["mean"] / lemma["measured_total"]["mean"]
             if lemma
@@ -185,7 +188,10 @@ def slack_markdown(slacks: Sequence[dict[str, Any]]) -> str:
         "4), the theorem's delay term over the measured $T^2\\overline{\\Vert b_n\\Vert^2}$, "
         "Lemma 1 with measured moments over the measured metric, and the theorem over it. "
         "n/a: no group was capped at those steps (nothing removed, steps 1-2 not measurable), or "
-        "(step 1) the squared bias is not resolved from sampling noise.",
+        "(step 1) the squared bias is not resolved from sampling noise. A ratio marked * has a "
+        "denominator not resolved from 0 (the measured delay term's 95% interval over seeds "
+        "contains 0): an upper end of the slack is not known. Each step's summary names the "
+        "number of runs it rests on.",
         "",
         "| run | stale steps | " + " | ".join(head) + " | chain, 1-5 | $M$ / measured "
         "| theorem delay / measured | Lemma 1 (measured moments) | theorem / measured |",
@@ -199,7 +205,8 @@ def slack_markdown(slacks: Sequence[dict[str, Any]]) -> str:
             f"| {s['run']} | {s['stale_steps']} | "
             + " | ".join(cell(d[k]) for k, _ in STEPS)
             + f" | {cell(_log(s['chain_total']))} | {cell(d['second_moment'])} "
-            f"| {cell(_log(s['run_delay_ratio']))} | {cell(_log(s['lemma1_slack']))} "
+            f"| {cell(_log(s['run_delay_ratio']))}"
+            f"{'' if s.get('run_delay_resolved', True) else '*'} | {cell(_log(s['lemma1_slack']))} "
             f"| {cell(_log(s['theorem_slack']))} |"
         )
     summary = slack_summary(slacks)

@@ -24,7 +24,7 @@ from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
 from theory.drift_fit import DriftRun, fit_drift
 from theory.pairs import gmc_tic_pairs, tuned_pairs
 from theory.run_evidence import RunEvidence, collect_evidence
-from theory.slack import chain_slack
+from theory.slack import chain_slack, slack_markdown
 from theory.vacuity import lemma1_ratios, theorem_vacuity
 from theory.verdicts import (
     DOES_NOT_HOLD,
@@ -206,6 +206,15 @@ def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> Non
     # step 4 = Prop. 1 slack x eta^2 tau^2 E||g||^2 / drift (0.5^2 x 0.01 / 0.0025 = 1 here)
     assert s["factors"]["drift"] == pytest.approx(
         s["factors"]["second_moment"] * 0.5**2 * 0.01 / 0.0025
+    )
+    # the run-level ratio's denominator is resolved when the measured delay term's interval
+    # excludes 0; an unresolved one is marked in the table
+    first = next(r for r in evidence.tracked if r.name == s["run"])
+    assert s["run_delay_resolved"] == (first.terms["delay"]["measured"]["lo"] > 0)
+    assert "denominator not resolved from 0" in slack_markdown(slacks)
+    unresolved = [{**s, "run_delay_resolved": False}]
+    assert "* |" in slack_markdown(unresolved) and "* |" not in slack_markdown(
+        [{**s, "run_delay_resolved": True}]
     )
     row = evaluate_claim("theorem1", evidence=evidence)
     assert row["verdict"] == "reconstructed" and "vacuous there" in str(row["result"])
