@@ -5,7 +5,8 @@ this stage, after the toy stages, evaluates those rows on the records the earlie
 (`theory.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
 training runs, the bounds stage's `drift_quick`, `bounds_quick` and `bounds_bite`, the workers
 stage's `regularity_quick`), the same as `gmc-grpo theory --runs results/` would. Writes
-`claims.json` and `claims.md`; the headline counts each kind of verdict apart.
+`claims.json` and `claims.md`; the headline counts each kind of verdict apart and names the kinds
+of evidence behind the paper's rows (`theory.evidence_kinds`; tautologies not counted).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def claims_stage(out_dir: Path) -> dict[str, Any]:
         needs_runs,
         summary_by_section,
     )
+    from theory.evidence_kinds import kind_counts
     from theory.run_evidence import collect_evidence
 
     out_dir = Path(out_dir)
@@ -36,7 +38,7 @@ def claims_stage(out_dir: Path) -> dict[str, Any]:
     atomic_write_json(out_dir / "claims.json", rows)
     atomic_write_text(out_dir / "claims.md", claims_markdown(rows))
     missing = needs_runs(rows)
-    headline = claims_headline(by_section)
+    headline = claims_headline(by_section, kind_counts(rows))
     if missing:
         headline += f"; still without runs: {', '.join(missing)}"
     run_rows = [r for r in rows if r["key"] in RUN_ROWS]

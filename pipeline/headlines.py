@@ -146,14 +146,21 @@ def toy_train_headline(summaries: dict[str, dict[str, Any]], settings: dict[str,
     return text
 
 
-def claims_headline(by_section: dict[str, dict[str, int]]) -> str:
+def claims_headline(
+    by_section: dict[str, dict[str, int]], kinds: dict[str, dict[str, Any]] | None = None
+) -> str:
     """ "paper's claims: 19 verified, 5 reconstructed, 1 holds with a condition (ours, apart: 8
     verified, 1 reconstructed)": one count per kind of verdict, no pooled total
-    (`theory.claims.summary_by_section`)."""
+    (`theory.claims.summary_by_section`); with `kinds` (`theory.evidence_kinds.kind_counts`)
+    the paper's rows by the kind of evidence behind them, tautologies named as not counted."""
     from theory.claims import counts_text
 
     paper, ours = by_section["paper"], by_section["ours"]
     text = f"paper's claims: {counts_text(paper)}"
+    if kinds is not None:
+        from theory.evidence_kinds import kinds_text
+
+        text += f" [by evidence: {kinds_text(kinds['paper'])}]"
     if sum(ours.values()):
         text += f" (ours, apart: {counts_text(ours)})"
     return text

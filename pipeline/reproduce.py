@@ -54,6 +54,7 @@ class Stage:
 def theory_stage(out_dir: Path) -> dict[str, Any]:
     """Claims table (sympy/mpmath derivations and numeric checks) and the bound plots."""
     from theory import claims, plots
+    from theory.evidence_kinds import kind_counts
     from theory.explorer_page import write_explorer_page
 
     rows = claims.evaluate_claims()
@@ -61,7 +62,7 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
     written = plots.write_plots(out_dir)
     by_section = claims.summary_by_section(rows)
     counts = by_section["paper"]
-    headline = claims_headline(by_section)
+    headline = claims_headline(by_section, kind_counts(rows))
     images = "\n".join(
         f"![{p.stem}]({out_dir.name}/{p.name})" for p in written if p.suffix == ".png"
     )

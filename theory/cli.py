@@ -14,7 +14,8 @@ MAX_EPS = 1e300
 
 EPILOG = """examples:
   gmc-grpo theory                      # claims table and the constants at a few eps
-  gmc-grpo theory --json               # the same as JSON (claims, constants, summary, summary_ours)
+  gmc-grpo theory --json               # the same as JSON (claims with their evidence_kind, constants,
+                                       # summary, summary_ours, summary_kinds: rows per evidence kind)
   gmc-grpo theory --out results/theory # also write the plots, claims.json and claims.md
   gmc-grpo theory --eps 0.05 0.28 1    # constants table at these eps
   gmc-grpo theory --runs runs/toy_train/bounds_quick   # + the bounds beside toy-run measurements
@@ -134,7 +135,10 @@ def format_table(
     consts: list[dict[str, float]],
     counts: dict[str, dict[str, int]],
 ) -> str:
-    """Plain-text claims table (paper's claims, then ours) followed by the constants table."""
+    """Plain-text claims table (paper's claims, then ours; each row with its verdict and the
+    kind of evidence behind it, `theory.evidence_kinds`) followed by the constants table."""
+    from theory.evidence_kinds import kind_counts, kinds_text
+
     width = 100
     lines = ["GMC-GRPO theory: the paper's claims, what we derived, verdict", "=" * width]
     sections = (
@@ -146,7 +150,9 @@ def format_table(
         lines += [heading, "-" * width]
         for row in (r for r in rows if r["section"] == section):
             number += 1
-            lines.append(f"{number:2d}. [{row['verdict']}] {row['title']}")
+            kind = row.get("evidence_kind") or {}
+            label = kind.get("kind") or "no evidence yet"  # type: ignore[union-attr]
+            lines.append(f"{number:2d}. [{row['verdict']}; {label}] {row['title']}")
             lines += _wrap("claim", str(row["claim"]), width)
             reason = str(row["reason"])
             if row.get("condition"):
@@ -158,6 +164,7 @@ def format_table(
             lines += _wrap("how", str(row["how"]), width)
             lines.append("")
         lines.append(f"{section}: {counts_text(counts[section])}")
+        lines.append(f"{section}, by evidence: {kinds_text(kind_counts(rows)[section])}")
         lines.append("")
     header = [
         "eps",
@@ -237,6 +244,7 @@ def _checked_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     """Compute the claims table (and `--runs`' bounds), print it, write `--out`'s files."""
     from theory.claims import evaluate_claims, needs_runs, summary_by_section
+    from theory.evidence_kinds import KIND_MEANINGS, kind_counts
 
     evidence = None
     if args.runs is not None:
@@ -258,11 +266,15 @@ def _run(args: argparse.Namespace) -> int:
     rows = evaluate_claims(evidence)
     consts = constants_table(args.eps)
     counts = summary_by_section(rows)
+    kinds = kind_counts(rows)
     payload: dict[str, object] = {
         "claims": rows,
         "constants": consts,
         "summary": counts["paper"],
         "summary_ours": counts["ours"],
+        "summary_kinds": kinds["paper"],
+        "summary_kinds_ours": kinds["ours"],
+        "kind_meanings": KIND_MEANINGS,
         "needs_runs": needs_runs(rows),
     }
     measured = [] if evidence is None else evidence.tracked
