@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gmc_grpo.stats import interval_text
+from gmc_grpo.stats import holm_adjust, interval_text, t_quantile
 
 # the group-size claim (Corollary 2, B.2.2: "GMC establishes a reward advantage over TIC
 # progressively earlier as the group size increases") is counted once, on J early in training
@@ -92,6 +92,93 @@ def sweep_headline(summary: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+# the toy learners' declared primary comparison (issue 31): the paper's headline ordering at the
+# largest delay of the delay sweep; every other counted ordering is one Holm family
+PRIMARY_ORDERING = ("delay_quick", "GMC >= TIC >= GRPO, final J")
+LEVEL = 0.95
+
+
+def _step_p(d: dict[str, float], level: float = LEVEL) -> tuple[float, float, float]:
+    """`(mean, se, df)` of one paired difference from its t-interval `{mean, lo, hi, n}`."""
+    n = int(d.get("n", 0) or 0)
+    if n < 2 or not all(isinstance(d.get(k), int | float) for k in ("lo", "hi")):
+        return float("nan"), float("nan"), float("nan")
+    se = (d["hi"] - d["lo"]) / (2.0 * t_quantile(n - 1, level))
+    return d["mean"], se, n - 1
+
+
+def ordering_p_value(ordering: dict[str, Any], tolerance: float | None = None) -> float:
+    """The p-value of one ordering from its paired intervals, consistent with its verdict (an
+    unadjusted p below `1 - LEVEL` exactly when the verdict is `holds`): a chain of directional
+    steps is an intersection-union test, `p = max` over steps of each step's two-sided paired-t
+    p-value (1 for a step on the wrong side); an equivalence ("similar", margin `tolerance`) is
+    two one-sided tests at half the level, `p = min(1, 2 max(p_low, p_high))`. NaN with fewer
+    than two seeds."""
+    from scipy.stats import t as student_t
+
+    diffs = ordering.get("differences") or []
+    if not diffs:
+        return float("nan")
+    ps = []
+    for d in diffs:
+        mean, se, df = _step_p(d)
+        if not se == se or df != df:  # NaN
+            return float("nan")
+        if tolerance is not None:
+            if se == 0:
+                ps.append(0.0 if abs(mean) < tolerance else 1.0)
+                continue
+            p_low = float(student_t.sf((mean + tolerance) / se, df))
+            p_high = float(student_t.sf((tolerance - mean) / se, df))
+            ps.append(min(1.0, 2.0 * max(p_low, p_high)))
+            continue
+        side = 1.0 if (d["lo"] + d["hi"]) / 2 * _claimed_sign(ordering) > 0 else 0.0
+        if not side:
+            ps.append(1.0)
+        elif se == 0:
+            ps.append(0.0)
+        else:
+            ps.append(float(2 * student_t.sf(abs(mean) / se, df)))
+    return max(ps)
+
+
+def _claimed_sign(ordering: dict[str, Any]) -> float:
+    """`-1` for an ordering claimed with `<=` (smaller is better), else `+1`."""
+    return -1.0 if "<=" in str(ordering.get("claim", "")) else 1.0
+
+
+def toy_multiplicity(
+    counted: list[tuple[str, dict[str, Any]]], alpha: float = 1.0 - LEVEL
+) -> dict[str, Any]:
+    """The declared primary ordering (`PRIMARY_ORDERING`) and the others as one Holm family:
+    `{primary: (experiment, ordering, p) or None, holds, not_significant, of}` (a Holm-adjusted
+    ordering holds when its adjusted p is below `alpha`; equivalence orderings use
+    `toy_mdps.train.analysis.SIMILAR_TOL`)."""
+    from toy_mdps.train.analysis import SIMILAR_TOL
+
+    def p_of(o: dict[str, Any]) -> float:
+        similar = "similar" in str(o.get("claim", ""))
+        return ordering_p_value(o, SIMILAR_TOL if similar else None)
+
+    primary = next(
+        (
+            (n, o)
+            for n, o in counted
+            if n == PRIMARY_ORDERING[0] and str(o["claim"]).startswith(PRIMARY_ORDERING[1])
+        ),
+        None,
+    )
+    rest = [(n, o) for n, o in counted if primary is None or o is not primary[1]]
+    adjusted = holm_adjust([p_of(o) for _, o in rest])
+    holds = sum(a < alpha for a in adjusted)
+    return {
+        "primary": None if primary is None else (*primary, p_of(primary[1])),
+        "holds": holds,
+        "not_significant": len(rest) - holds,
+        "of": len(rest),
+    }
+
+
 def toy_train_headline(summaries: dict[str, dict[str, Any]], settings: dict[str, list[str]]) -> str:
     """The toy learners' orderings, each experiment labelled with why it is outside the
     theorems' setting (`settings`: experiment -> reasons, `training_setting`), the
@@ -110,10 +197,16 @@ def toy_train_headline(summaries: dict[str, dict[str, Any]], settings: dict[str,
     verdicts = [o["verdict"] for _, o in counted]
     reasons = sorted({r for name, _ in counted for r in settings.get(name, [])})
     where = f" (outside the theorems' setting: {', '.join(reasons)})" if reasons else ""
-    text = (
-        f"paper orderings on the toy MDPs{where}: {verdicts.count('holds')} of {len(counted)} "
-        f"hold, {verdicts.count('not significant')} not significant, "
-        f"{verdicts.count('does not hold')} do not hold (paired 95% intervals over seeds)"
+    multi = toy_multiplicity(counted)
+    text = f"paper orderings on the toy MDPs{where}: "
+    if multi["primary"] is not None:
+        name, first, p = multi["primary"]
+        text += f"primary ({name}: {first['claim']}) {first['verdict']} (p = {p:.2g}); "
+    text += (
+        f"the other {multi['of']} Holm-adjusted: {multi['holds']} hold, "
+        f"{multi['not_significant']} not (unadjusted: {verdicts.count('holds')} of "
+        f"{len(counted)} hold, {verdicts.count('not significant')} not significant, "
+        f"{verdicts.count('does not hold')} do not hold; paired 95% intervals over seeds)"
     )
     if group is not None:
         others = [
