@@ -252,7 +252,7 @@ def vacuity_markdown(
         "(`theory.bounds.gradient_norm_sq_ceiling`, ours): no run could then have contradicted "
         "it, and its holding is not counted as a passed check. Decades: "
         "$\\log_{10}(\\text{bound}/\\text{measured})$, min / median / max over the runs in the "
-        "setting; small steps: $\\eta L_J \\le 1$ (`bounds_bite`).",
+        "setting; small steps: $\\eta L_J \\le 1$ (`bounds_bite`, `bounds_optimal`).",
         "",
         "| runs | constant | vacuous | decades | without the delay term: vacuous | decades "
         "| delay term's share of the bound (min) |",

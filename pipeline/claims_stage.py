@@ -3,7 +3,8 @@
 The theory stage (first) evaluates every row that needs no run and says which rows need runs;
 this stage, after the toy stages, evaluates those rows on the records the earlier stages wrote
 (`theory.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
-training runs, the bounds stage's `drift_quick`, `bounds_quick` and `bounds_bite`, the workers
+training runs, the bounds stage's `drift_quick`, `bounds_quick`, `bounds_bite` and `bounds_optimal`
+(Theorems 1-2 at the bound-minimising step, rows 13-14), the workers
 stage's `regularity_quick`), the same as `gmc-grpo theory --runs results/` would. Writes
 `claims.json` and `claims.md`; the headline counts each kind of verdict apart and names the kinds
 of evidence behind the paper's rows (`theory.evidence_kinds`; tautologies not counted).
