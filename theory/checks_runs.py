@@ -175,6 +175,7 @@ def check_delay_regularity(
             else ""
         )
         + f": {_interval_text(p['ratio'])}"
+        + _per_lag_text(p.get("per_lag") or [], margin)
         for p in points
     ]
     return Check(
@@ -189,6 +190,21 @@ def check_delay_regularity(
         {"runs": len(points), "within_margin": sum(inside), "margin": margin},
         reason="the two sides measured on worker runs could have differed by more than the "
         "margin (an equivalence test with paired intervals over seeds)",
+    )
+
+
+def _per_lag_text(per_lag: list[dict[str, float]], margin: float) -> str:
+    """`" (per lag: within ±5% at 12 of 20 lags, outside at 0; largest |relative| 0.041 at
+    t = 3)"`: the per-lag relative differences of the condition's two sides (not pooled)."""
+    if not per_lag:
+        return ""
+    inside = sum(-margin <= x["lo"] and x["hi"] <= margin for x in per_lag)
+    outside = sum(x["lo"] > margin or x["hi"] < -margin for x in per_lag)
+    worst = max(per_lag, key=lambda x: abs(x["relative"]))
+    return (
+        f" (per lag: within ±{margin:g} at {inside} of {len(per_lag)} lags, outside at "
+        f"{outside}; largest |relative difference| {short(abs(worst['relative']), 2)} at "
+        f"t = {int(worst['lag'])})"
     )
 
 

@@ -83,7 +83,11 @@ STATIC_KINDS: dict[str, tuple[str, str | None, str]] = {
     "large_delay": (ALGEBRA, None, ""),
     "corollary2": (DERIVATION, None, ""),
     "group_bias": (SEARCH, None, "exact bias vectors over many policy pairs"),
-    "delay_regularity": (COMPARISON, None, "pooled over lags; no negative control yet"),
+    "delay_regularity": (
+        COMPARISON,
+        None,
+        "pooled and per lag; a drift-dependent lag (negative control, in the tests) is rejected",
+    ),
     "uniform_second_moment": (
         NON_BINDING,
         None,

@@ -86,9 +86,31 @@ def _files(roots: list[Path], name: str) -> list[Path]:
     return sorted(found)
 
 
+def per_lag_relative(per_lag: dict[str, list[float]]) -> list[dict[str, float]]:
+    """Per lag: `{lag, groups, relative, lo, hi}`, the paired difference of the condition's two
+    sides relative to the right side (`toy_mdps.train.workers_analysis`'s per-lag table), with
+    its interval over seeds on the same scale."""
+    out = []
+    for i, lag in enumerate(per_lag.get("lag", [])):
+        rhs = per_lag["rhs"][i]
+        if not rhs > 0:
+            continue
+        out.append(
+            {
+                "lag": lag,
+                "groups": per_lag["groups"][i],
+                "relative": per_lag["difference"][i] / rhs,
+                "lo": per_lag["difference_lo"][i] / rhs,
+                "hi": per_lag["difference_hi"][i] / rhs,
+            }
+        )
+    return out
+
+
 def regularity_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per run of a delay-regularity experiment's summary: name, method, generation
-    time, mean lag, corr(lag, length) and the pooled ratio of the condition's two sides."""
+    time, mean lag, corr(lag, length), the pooled ratio of the condition's two sides and the
+    per-lag relative differences (`per_lag_relative`)."""
     points = []
     analysis = summary.get("delay_regularity", {})
     for name, entry in sorted(analysis.get("points", {}).items()):
@@ -105,6 +127,7 @@ def regularity_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
                 "lag_mean": entry.get("lag_mean"),
                 "corr_lag_length": reg.get("corr_lag_length"),
                 "ratio": pooled["ratio"],
+                "per_lag": per_lag_relative(reg.get("per_lag") or {}),
             }
         )
     return points
