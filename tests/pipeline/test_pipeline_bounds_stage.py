@@ -67,6 +67,9 @@ def test_stage_reads_tracked_runs_and_writes_table_figures_and_headline(
     assert "GMC vs TIC: no declared primary pair among these runs" in headline
     assert "the other 1 pairs in the setting, Holm-adjusted" in headline
     assert "0.331" not in headline
+    # tautologies (class membership, pathwise Cauchy-Schwarz) named apart, not counted
+    assert "per-step checks that could fail: 0 violations of " in headline
+    assert "class-membership and pathwise Cauchy-Schwarz checks)" in headline
     md = result["markdown"]
     assert "Where the proof loses" in md and "figures/proof_slack.png" in md
     assert "| exp | D = 2 |" in md  # the pair: folder, lags
