@@ -5,8 +5,10 @@ The explicit bounds (`theory.bounds.theorem_terms`) are vacuous at the step size
 bound-tracking experiments (`theory.vacuity`): above the a-priori ceiling
 `T L R^2 log|A| / 2` of `||grad J||^2`, no run could contradict them. At the step `eta*` that
 minimises the bound `a/eta + b eta + c eta^4` (`BoundTerms.best_step_size`) the bound is smallest;
-for `N = 1,000` and `10,000` on the `bounds_bite` MDP it falls below the ceiling in most cells,
-and there a run's measured `(1/N) sum_n ||grad J(theta_n)||^2` could exceed it.
+for `N = 1,000` and `10,000`, `D = 2` and `32` on the `bounds_bite` MDP it falls below the ceiling
+in 4 of the 8 cells with Proposition 1's constant 8 (GMC at `D = 2` and at `D = 32, N = 10,000`,
+TIC at `D = 2, N = 10,000`), and there a run's measured `(1/N) sum_n ||grad J(theta_n)||^2` could
+exceed it.
 
 `design_points` gives the shipped experiment's step sizes (`toy_mdps/configs/
 train_bounds_optimal.json`, `..._full.json`) from `BITE_CONSTANTS`: the constants the
