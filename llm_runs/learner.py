@@ -455,7 +455,10 @@ class Learner:
         else:
             adv, extra = self.advantages(batch, behavior)
             current, entropy = self.accumulate(batch, adv, behavior, lag)
-        current = torch.where(mask, current, torch.zeros(()))
+        # the micro-batches' results come back on the CPU; the diagnostics are computed where the
+        # batch is (the trainer keeps it on the CPU; a caller may hand one on the learner's GPU)
+        current, entropy, adv = (t.to(mask.device) for t in (current, entropy, adv))
+        current = masked_logprobs(current, mask)
         with torch.no_grad():
             _, diag = policy_loss(current, behavior, adv, mask, self.settings.loss, version_lag=lag)
         maskf = mask.float()
@@ -521,6 +524,13 @@ class Learner:
                 p.grad = projected[offset : offset + n].view_as(g).to(g.dtype)
                 offset += n
         return info
+
+
+def masked_logprobs(current: Tensor, mask: Tensor) -> Tensor:
+    """`current` `[B, G, T]` with 0 off the response `mask` (its padding), on `mask`'s device;
+    the zero is made there too, so no CPU scalar meets a CUDA tensor."""
+    current = current.to(mask.device)
+    return torch.where(mask, current, torch.zeros((), dtype=current.dtype, device=mask.device))
 
 
 def peak_memory_gib(device: torch.device) -> float:
