@@ -290,13 +290,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"suite summary: {Path(suite.out) / 'suite_summary.md'}")
         return 0
     if args.plan:  # what the run needs, without starting it (llm_runs.preflight)
-        from llm_runs.preflight import NO_MODEL, plan, plan_text
+        from llm_runs.preflight import NO_MODEL, plan, plan_text, recipe_names
 
         values = values_from_args(args)
         if values.get("model") is None and values.get("tiny_model") is None:
             values["model"] = NO_MODEL  # the plan finds the paper model from the names
         config = config_from_values(values)
-        print(plan_text(plan(config, names=(args.recipe or "", args.run or ""))))
+        print(plan_text(plan(config, names=recipe_names(args.recipe, args.run))))
         return 0
     from gmc_grpo.resume import ResumeRequest
     from llm_runs.train import train

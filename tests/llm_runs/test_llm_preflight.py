@@ -130,7 +130,7 @@ def test_plan_prints_the_need_and_starts_nothing(tmp_path, capsys):
         == 0
     )
     text = capsys.readouterr().out
-    assert "Qwen3-8B-Base (8.19 B parameters), from the name 'gac_8b'" in text
+    assert "Qwen3-8B-Base (8.19 B parameters), from 'gac_8b'" in text
     assert "cuda:0: at least 165.6 GiB (the learner's peak)" in text
     assert "host shared memory: 15.3 GiB" in text
     assert not out.exists()
@@ -161,3 +161,18 @@ def test_plan_needs_by_layout_hand_worked():
         learner_bytes(QWEN3_SHAPES["8B"], micro_tokens=8 * 5120, family="gac").values()
     )
     assert two.shm_bytes == 2 * P_8B
+
+
+def test_the_table_of_every_paper_run():
+    """`python -m llm_runs.preflight` (docs/gpu.md): each paper run's model from its names or its
+    recipe's description, its needs, and the smallest GPU class holding them."""
+    rows = {(recipe, run): plan for recipe, runs, plan in preflight.recipe_plans() for run in runs}
+    assert len(rows) == 18 + 6 + 16  # every run of the three recipes
+    assert rows[("group_size", "gmc_g8")].model.startswith("Qwen3-1.7B-Base")  # description
+    assert rows[("fixed_delay_qwen3_1p7b", "gmc_d128")].model.startswith("Qwen3-1.7B-Base")
+    assert preflight.smallest_card(rows[("simulated_async", "gmc_4b")]).startswith("80 GB")
+    assert preflight.smallest_card(rows[("simulated_async", "gac_4b")]).startswith("141 GB")
+    assert preflight.smallest_card(rows[("simulated_async", "grpo_8b")]).startswith("141 GB")
+    assert preflight.smallest_card(rows[("simulated_async", "gac_8b")]).startswith("none")
+    table = preflight.needs_table(preflight.recipe_plans())
+    assert "| simulated_async | gac_8b | Qwen3-8B-Base | two_gpu | 165.6 | 16.0 | 15.3 |" in table
