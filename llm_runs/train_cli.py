@@ -290,7 +290,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"suite summary: {Path(suite.out) / 'suite_summary.md'}")
         return 0
     if args.plan:  # what the run needs, without starting it (llm_runs.preflight)
-        from llm_runs.preflight import NO_MODEL, plan, plan_text, recipe_names
+        from llm_runs.preflight import NO_MODEL, plan, plan_text
+        from llm_runs.recipe_needs import recipe_names
 
         values = values_from_args(args)
         if values.get("model") is None and values.get("tiny_model") is None:

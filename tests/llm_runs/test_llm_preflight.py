@@ -13,7 +13,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 import torch  # noqa: E402
 
-from llm_runs import preflight  # noqa: E402
+from llm_runs import preflight, recipe_needs  # noqa: E402
 from llm_runs.memory import GIB, QWEN3_SHAPES  # noqa: E402
 
 P_8B = 8_190_735_360  # QWEN3_SHAPES["8B"].parameters(), tests/llm_runs/test_llm_train_memory.py
@@ -164,15 +164,17 @@ def test_plan_needs_by_layout_hand_worked():
 
 
 def test_the_table_of_every_paper_run():
-    """`python -m llm_runs.preflight` (docs/gpu.md): each paper run's model from its names or its
+    """`python -m llm_runs.recipe_needs` (docs/gpu.md): each paper run's model from its names or its
     recipe's description, its needs, and the smallest GPU class holding them."""
-    rows = {(recipe, run): plan for recipe, runs, plan in preflight.recipe_plans() for run in runs}
+    rows = {
+        (recipe, run): plan for recipe, runs, plan in recipe_needs.recipe_plans() for run in runs
+    }
     assert len(rows) == 18 + 6 + 16  # every run of the three recipes
     assert rows[("group_size", "gmc_g8")].model.startswith("Qwen3-1.7B-Base")  # description
     assert rows[("fixed_delay_qwen3_1p7b", "gmc_d128")].model.startswith("Qwen3-1.7B-Base")
-    assert preflight.smallest_card(rows[("simulated_async", "gmc_4b")]).startswith("80 GB")
-    assert preflight.smallest_card(rows[("simulated_async", "gac_4b")]).startswith("141 GB")
-    assert preflight.smallest_card(rows[("simulated_async", "grpo_8b")]).startswith("141 GB")
-    assert preflight.smallest_card(rows[("simulated_async", "gac_8b")]).startswith("none")
-    table = preflight.needs_table(preflight.recipe_plans())
+    assert recipe_needs.smallest_card(rows[("simulated_async", "gmc_4b")]).startswith("80 GB")
+    assert recipe_needs.smallest_card(rows[("simulated_async", "gac_4b")]).startswith("141 GB")
+    assert recipe_needs.smallest_card(rows[("simulated_async", "grpo_8b")]).startswith("141 GB")
+    assert recipe_needs.smallest_card(rows[("simulated_async", "gac_8b")]).startswith("none")
+    table = recipe_needs.needs_table(recipe_needs.recipe_plans())
     assert "| simulated_async | gac_8b | Qwen3-8B-Base | two_gpu | 165.6 | 16.0 | 15.3 |" in table
