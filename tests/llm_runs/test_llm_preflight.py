@@ -178,3 +178,33 @@ def test_the_table_of_every_paper_run():
     assert recipe_needs.smallest_card(rows[("simulated_async", "gac_8b")]).startswith("none")
     table = recipe_needs.needs_table(recipe_needs.recipe_plans())
     assert "| simulated_async | gac_8b | Qwen3-8B-Base | two_gpu | 165.6 | 16.0 | 15.3 |" in table
+
+
+def test_the_preflight_module_and_its_shared_memory_check_need_no_torch(tmp_path):
+    """`llm_runs.preflight` imports no torch, and its shared-memory check runs without it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\n"
+        "from llm_runs import preflight as p\n"
+        "plan = p.RunPlan('r', 'm', 'two_gpu', 'gac', shm_bytes=2**50, shm_dir=sys.argv[1])\n"
+        "try:\n"
+        "    p.check_shared_memory(plan)\n"
+        "except p.PreflightError as err:\n"
+        "    print(err)\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    refusal, torch_loaded = done.stdout.strip().splitlines()
+    assert refusal.startswith("preflight: run r needs 1048576.00 GiB of host shared memory")
+    assert torch_loaded == "False"
