@@ -178,15 +178,19 @@ def plan(
     engine_device: str | None = None,
     engine_process: bool | None = None,
     engine_sleeps: bool | None = None,
+    precision: str | None = None,
     shm_dir: str | Path | None = None,
 ) -> RunPlan:
     """What the run of `config` (a `TrainConfig`) needs on the GPUs of its layout.
 
     The devices and the engine's process and sleep mode default to the layout's on CUDA (one
     GPU: both on cuda:0, vLLM sleeping during the learner's step; two GPUs: the engine in its
-    own process on cuda:1); `Trainer` passes its resolved placement. names: the recipe's and
-    the run's names, for the model when `config.model` is None (`model_of`).
+    own process on cuda:1); `Trainer` passes its resolved placement. precision: the learner's
+    (`llm_runs.precision` name; default: `learner_dtype`, "auto" read as CUDA's mixed bfloat16).
+    names: the recipe's and the run's names, for the model when `config.model` is None
+    (`model_of`).
     """
+    precision = precision or _precision(config)
     two = config.layout == "two_gpu"
     engine_device = engine_device or ("cuda:1" if two else learner_device)
     if engine_process is None:
@@ -207,7 +211,7 @@ def plan(
     micro_tokens = config.micro_batch_tokens or config.groups_per_micro * config.group_size * tokens
     options = dict(
         family=family,
-        precision=_precision(config),
+        precision=precision,
         optimizer="adamw8bit" if config.optimizer == "adamw8bit" else "adamw",
         micro_tokens=micro_tokens,
         groups_per_micro=config.groups_per_micro,
@@ -216,7 +220,7 @@ def plan(
     peak = sum(learner_bytes(shape, **options).values())
     resident = resident_bytes(shape, **options)
     engine = engine_bytes(shape, sequences=1, tokens=tokens)
-    engine_dtype_bytes = 4 if config.engine == "hf" and _precision(config) == "float32" else 2
+    engine_dtype_bytes = 4 if config.engine == "hf" and precision == "float32" else 2
     weights = engine["weights"] / 2 * engine_dtype_bytes
     engine_least = weights + engine["KV cache"]
     engine_words = "the engine's weights and the KV cache of one full-length sequence"
@@ -343,6 +347,7 @@ def check_run(config: Any, placement: Any, **device_probes: Any) -> RunPlan:
         engine_device=str(placement.engine_device),
         engine_process=placement.engine_process,
         engine_sleeps=placement.engine_sleeps,
+        precision=placement.precision.name if placement.precision is not None else None,
     )
     preflight(run_plan, config.preflight_skip, **device_probes)
     return run_plan
