@@ -28,6 +28,11 @@ The manifest's encoding (`STATE_FORMAT`, version `STATE_FORMAT_VERSION`):
 A JSON object with exactly one key that starts with `$` is a marker; plain objects never have
 such a key (they are written as `$dict`), so the encoding is unambiguous.
 
+A JSON part written beside safetensors by another writer (`llm_runs.checkpoint`'s `state.json`)
+goes through `check_json_state` first: a tensor or array in it, or more than
+`MAX_JSON_STATE_BYTES`, is refused naming its path, since it would be written as a list of
+numbers and come back as a list.
+
 Step folders (`checkpoints/step_<NNNNNN>/`) are written under a temporary name and renamed into
 place (`save_step_folder`): a process killed while writing leaves the previous checkpoint whole.
 """
