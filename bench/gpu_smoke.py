@@ -12,9 +12,10 @@ One command, on one GPU (torch + transformers only; vLLM and bitsandbytes are us
    parameters, `--precision bfloat16`) changes about 2% where float32 changes over 90%.
    `--compare-precisions` adds float32 and pure bfloat16 rows on the same batch.
 2. **Cost.** Peak accelerator memory, seconds per update (the median of updates 2 and 3; the
-   first includes warm-up), MFU = `6 x parameters x real tokens / seconds / peak` (`--peak-tflops`,
-   790 = the bf16 matrix rate measured on an H200), and the memory model's prediction for the
-   same configuration (`llm_runs.memory`), to compare.
+   first includes warm-up), MFU = `6 x parameters x real tokens / seconds / peak`, the peak from
+   the device's name (`PEAK_BF16_TFLOPS`: H100, H200, A100, RTX 6000 Ada, their datasheets'
+   dense bfloat16 tensor rates; `--peak-tflops` overrides it, and an unknown card gets no MFU),
+   and the memory model's prediction for the same configuration (`llm_runs.memory`), to compare.
 3. **Train-inference mismatch at lag 0** (only when vLLM is installed): the same weights in
    vLLM (bfloat16) generate 8 prompts x 8 samples; the learner recomputes their log-probs;
    prints the per-trajectory `|sum_t log pi - sum_t log mu|` (mean, median, p99, max), the
@@ -28,8 +29,12 @@ One command, on one GPU (torch + transformers only; vLLM and bitsandbytes are us
    `--mismatch-tokens` tokens, the learner makes one update on the synthetic batch; timed
    `--overlap-steps` times (after one warm-up) one after the other ("sequential": wait for the
    generation, then update) and overlapped (update while the engine generates, then wait), the
-   median of each and their ratio. `--overlap-on-cpu` runs the same code on a CPU with the HF
-   engine (a test does: on shared cores the times mean nothing).
+   median of each and their ratio. The synthetic batch stays on the CPU, where the trainer keeps
+   its batches (the learner moves each micro-batch to its device). `--overlap-on-cpu` runs the
+   same code on a CPU with the HF engine (a test does: on shared cores the times mean nothing).
+
+Each part's row is written to the JSON (`--out`) as soon as it is done, before the next part
+starts, so a part that crashes leaves the rows before it.
 
     python bench/gpu_smoke.py                                 # CUDA, 1.7B shape
     python bench/gpu_smoke.py --compare-precisions           # + float32 and pure bf16 rows
@@ -72,6 +77,28 @@ from llm_runs.precision import (  # noqa: E402
 
 #: (prompt tokens, maximum response tokens): B.1's completion limit, and a seconds-long CPU shape
 PAPER_LENGTHS, TINY_LENGTHS = (512, 4096), (16, 48)
+
+#: dense bfloat16 tensor-core peak, TFLOPS, by a piece of `torch.cuda.get_device_name()`, first
+#: match wins (so the PCIe and NVL H100s come before the SXM one). From NVIDIA's datasheets (the
+#: "with sparsity" figures halved): H100 SXM and H200 989, H100 NVL 835, H100 PCIe 756, A100 312,
+#: RTX 6000 Ada 364. Not measured here; the project's one measurement, the H200's bf16 matrix
+#: rate of 790 TFLOPS (docs/gpu.md), is about 80% of its datasheet figure.
+PEAK_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("A100", 312.0),
+    ("RTX 6000 Ada", 364.0),
+)
+
+
+def peak_tflops_of(device_name: str) -> float | None:
+    """The dense bf16 peak of a device named `device_name` (`PEAK_BF16_TFLOPS`), else None."""
+    for piece, tflops in PEAK_BF16_TFLOPS:
+        if piece.lower() in device_name.lower():
+            return tflops
+    return None
 
 
 def build_model(tiny: bool, device: str, precision_name: str):
@@ -314,7 +341,8 @@ def overlap_row(args, batch: TrajectoryBatch, prompt_len: int, response_len: int
     gen = torch.Generator().manual_seed(2)
     prompts = [torch.randint(1, vocab, (prompt_len,), generator=gen).tolist() for _ in range(8)]
     sampling = SamplingConfig(n=8, max_tokens=args.mismatch_tokens, seed=0)
-    batch = batch.to(learner_device)
+    # the batch stays on the CPU, where the trainer keeps it: the learner moves each micro-batch
+    # to its device and brings the log-probs back (moving it to cuda:0 here once mixed devices)
     times: dict[str, list[float]] = {"sequential": [], "overlapped": []}
     with tempfile.TemporaryDirectory() as folder:
         model.save_pretrained(folder, safe_serialization=True)
@@ -379,7 +407,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--optimizer", default="auto", help="auto (8-bit AdamW if available)")
     parser.add_argument("--lr", type=float, default=1e-6, help="learning rate (1e-6, B.1)")
     parser.add_argument("--updates", type=int, default=3)
-    parser.add_argument("--peak-tflops", type=float, default=None, help="MFU denominator")
+    parser.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="MFU denominator, TFLOPS (default: the datasheet's dense bf16 peak of the device "
+        "by its name: H100, H200, A100, RTX 6000 Ada; none for another card)",
+    )
     parser.add_argument("--no-vllm", action="store_true", help="skip the vLLM mismatch part")
     parser.add_argument(
         "--mismatch-tokens", type=int, default=512, help="tokens per vLLM sample (mismatch)"
@@ -396,8 +430,14 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here (use --device cpu --tiny)")
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    peak_source = "--peak-tflops"
     if args.peak_tflops is None and args.device == "cuda":
-        args.peak_tflops = 790.0
+        args.peak_tflops = peak_tflops_of(device_name)
+        peak_source = "datasheet (PEAK_BF16_TFLOPS)"
+        if args.peak_tflops is None:
+            peak_source = "unknown card: no MFU (give --peak-tflops)"
+            print(f"notice: no peak TFLOPS known for {device_name}: {peak_source}", file=sys.stderr)
     prompt_len, response_len = TINY_LENGTHS if args.tiny else PAPER_LENGTHS
     from gpu_trainer_step import make_batch
 
@@ -410,23 +450,36 @@ def main(argv: list[str] | None = None) -> dict:
         names += [n for n in ("float32", "bfloat16") if n != args.precision]
     results: dict = {
         "config": vars(args),
-        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "device": device_name,
+        "peak_tflops": args.peak_tflops,
+        "peak_tflops_source": peak_source
+        if args.peak_tflops is not None or args.device == "cuda"
+        else None,
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
         "learning": [],
     }
+    out = Path(args.out)
     for name in names:
         row = learning_row(args, batch, name, response_len)
         results["learning"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "seconds"}), flush=True)
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        write_results(out, results)
     results["mismatch_lag0"] = mismatch_row(args, prompt_len)
     print(json.dumps({"mismatch_lag0": results["mismatch_lag0"]}), flush=True)
+    write_results(out, results)  # before the next part: a crash there keeps this row
     results["two_gpu_overlap"] = overlap_row(args, batch, prompt_len, response_len)
     print(json.dumps({"two_gpu_overlap": results["two_gpu_overlap"]}), flush=True)
-    Path(args.out).write_text(json.dumps(results, indent=1))
+    write_results(out, results)
     print(summary_table(results))
     return results
+
+
+def write_results(out: Path, results: dict) -> None:
+    """Write the rows so far (atomically: a crash mid-write leaves the previous file)."""
+    from gmc_grpo.records import atomic_write_json
+
+    atomic_write_json(out, results)
 
 
 def summary_table(results: dict) -> str:

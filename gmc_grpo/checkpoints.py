@@ -28,6 +28,11 @@ The manifest's encoding (`STATE_FORMAT`, version `STATE_FORMAT_VERSION`):
 A JSON object with exactly one key that starts with `$` is a marker; plain objects never have
 such a key (they are written as `$dict`), so the encoding is unambiguous.
 
+A JSON part written beside safetensors by another writer (`llm_runs.checkpoint`'s `state.json`)
+goes through `check_json_state` first: a tensor or array in it, or more than
+`MAX_JSON_STATE_BYTES`, is refused naming its path, since it would be written as a list of
+numbers and come back as a list.
+
 Step folders (`checkpoints/step_<NNNNNN>/`) are written under a temporary name and renamed into
 place (`save_step_folder`): a process killed while writing leaves the previous checkpoint whole.
 """
@@ -167,6 +172,52 @@ def unflatten_state(tensors: Mapping[str, Any], manifest: Any) -> Any:
         return {k: decode(v) for k, v in value.items()}
 
     return decode(manifest)
+
+
+#: the largest JSON part a checkpoint writes (`check_json_state`): the scalars, counters and
+#: queue metadata of a run are a few hundred kB at most, so anything near this size is state
+#: that belongs in safetensors (e.g. an optimizer's tensors turned into lists of numbers, which
+#: took 35 MB per million parameters, issue 32)
+MAX_JSON_STATE_BYTES = 16 * 1024 * 1024
+
+
+def check_json_state(value: Any, what: str, limit: int = MAX_JSON_STATE_BYTES) -> None:
+    """Refuse to write `value` as JSON when it holds a tensor or numpy array, or would take more
+    than `limit` bytes: a `CheckpointError` naming `what`, the value's path and the fix.
+
+    A tensor in a JSON tree would be written as a list of numbers (`gmc_grpo.records`), tens of
+    GB for a large model's optimizer state, and come back as a list that no optimizer accepts.
+    """
+    import numpy as np
+    import torch
+
+    def walk(item: Any, path: str) -> None:
+        if isinstance(item, (torch.Tensor, np.ndarray)):
+            raise CheckpointError(
+                f"{what}: {path or '<root>'} is a {type(item).__name__} of shape "
+                f"{tuple(item.shape)}, which would be written as JSON numbers: split the state "
+                "with flatten_state so its tensors go to safetensors"
+            )
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                walk(inner, f"{path}.{key}".lstrip("."))
+        elif isinstance(item, (list, tuple)):
+            for index, inner in enumerate(item):
+                walk(inner, f"{path}.{index}".lstrip("."))
+
+    walk(value, "")
+    size = len(json.dumps(value, allow_nan=True, default=str))
+    if size > limit:
+        parts = value.items() if isinstance(value, Mapping) else [("<root>", value)]
+        largest, _ = max(
+            ((key, len(json.dumps(inner, allow_nan=True, default=str))) for key, inner in parts),
+            key=lambda pair: pair[1],
+        )
+        raise CheckpointError(
+            f"{what}: {size / 2**20:.1f} MiB of JSON (largest part: {largest!r}), above the "
+            f"{limit / 2**20:.0f} MiB limit for a checkpoint's scalars: tensors and arrays "
+            "belong in safetensors (flatten_state)"
+        )
 
 
 # -- files -------------------------------------------------------------------------------------

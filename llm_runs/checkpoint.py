@@ -4,11 +4,13 @@ A checkpoint is a folder `RUN/checkpoints/step_<NNNNNN>/`:
 
 ```
 model/                  save_pretrained (model.safetensors, config.json) + the tokenizer
-optimizer.safetensors   every tensor of the optimizer state (`state.<param>.<key>`)
+optimizer.safetensors   every tensor of the optimizer state, nested ones too (bitsandbytes' 8-bit
+                        states: `state.<param>.__bnb_optimizer_quant_state__.state1`)
 schedule.safetensors    every tensor of the stored batches of the staleness queue
 state.safetensors       RNG states (torch CPU, CUDA, numpy) and the method's state (the tensors
                         of its gradient edit: GAC's previous gradient), `method.<key>`
-state.json              step, counters, optimizer param groups and scalars, scheduler state,
+state.json              step, counters, the optimizer state's manifest (param groups, scalars,
+                        where each tensor goes), scheduler state,
                         the queue's entries (versions, launch and ready times), python RNG,
                         the method state's keys
 ```
@@ -46,11 +48,14 @@ from safetensors.torch import save_file
 
 from gmc_grpo.checkpoints import (
     CHECKPOINT_DIR,
+    check_json_state,
+    flatten_state,
     latest_checkpoint,
     list_checkpoints,
     read_safetensors,
     save_step_folder,
     step_dir_name,
+    unflatten_state,
 )
 from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import Rollout, TrajectoryBatch, batch_from, tensors_of
@@ -74,20 +79,31 @@ __all__ = [
 # -- optimizer -------------------------------------------------------------------------------
 
 
+#: `state.json`'s "optimizer" entry of this format: the manifest of `flatten_state`
+OPTIMIZER_MANIFEST = "manifest"
+
+
 def _optimizer_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict]:
-    tensors: dict[str, torch.Tensor] = {}
-    scalars: dict[str, Any] = {}
-    for pid, entries in state["state"].items():
-        for key, value in entries.items():
-            name = f"{pid}.{key}"
-            if isinstance(value, torch.Tensor):
-                tensors[f"state.{name}"] = value.detach().cpu().contiguous()
-            else:
-                scalars[name] = value
-    return tensors, {"scalars": scalars, "param_groups": state["param_groups"]}
+    """Split an optimizer's `state_dict()` into tensors (for `optimizer.safetensors`, each under
+    the dotted path where it sat, `state.<param>.<key>[.<inner key>...]`) and a JSON manifest.
+
+    Recursive (`gmc_grpo.checkpoints.flatten_state`): bitsandbytes >= 0.49.2 nests the 8-bit
+    states of each parameter (`state1`, `state2`, `absmax*`, `qmap*`) in a dict under
+    `"__bnb_optimizer_quant_state__"`, torch's AdamW keeps them at the top level; both land in
+    safetensors. `check_json_state` refuses a manifest that would still hold a tensor.
+    """
+    tensors, manifest = flatten_state(dict(state))
+    meta = {OPTIMIZER_MANIFEST: manifest}
+    check_json_state(meta, "the optimizer state's JSON part")
+    return tensors, meta
 
 
 def _optimizer_from_flat(tensors: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> dict:
+    """The `state_dict()` `_optimizer_to_flat` split (tuples such as `betas` come back as tuples,
+    parameter ids as ints)."""
+    if OPTIMIZER_MANIFEST in meta:
+        return unflatten_state(tensors, meta[OPTIMIZER_MANIFEST])
+    # a checkpoint of an earlier gmc-grpo: top-level tensors `state.<param>.<key>`, scalars apart
     state: dict[int, dict[str, Any]] = {}
     for name, value in tensors.items():
         _, pid, key = name.split(".", 2)
@@ -213,19 +229,18 @@ def save_checkpoint(
                 state_tensors[f"method.{key}"] = value.detach().cpu().contiguous()
         save_file(state_tensors, str(tmp / "state.safetensors"))
         scheduler_state = {k: v for k, v in scheduler.state_dict().items()}
-        atomic_write_json(
-            tmp / "state.json",
-            {
-                "step": step,
-                "counters": dict(counters),
-                "optimizer": opt_meta,
-                "scheduler": scheduler_state,
-                "schedule": sched_meta,
-                "rng": rng_meta,
-                "method_state_keys": sorted(own),
-                "config": None if config is None else dict(config),
-            },
-        )
+        payload = {
+            "step": step,
+            "counters": dict(counters),
+            "optimizer": opt_meta,
+            "scheduler": scheduler_state,
+            "schedule": sched_meta,
+            "rng": rng_meta,
+            "method_state_keys": sorted(own),
+            "config": None if config is None else dict(config),
+        }
+        check_json_state(payload, f"checkpoint {step_dir_name(step)}/state.json")
+        atomic_write_json(tmp / "state.json", payload)
 
     return save_step_folder(run_dir, step, write, keep=keep)
 

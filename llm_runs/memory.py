@@ -5,20 +5,26 @@ hold at their peaks, from the architecture's published `config.json` (`QWEN3_SHA
 GPU measurement we have, the 1.7B learner step of `bench/gpu_learner_step.py` and
 `bench/gpu_trainer_step.py` on an H200 (bf16 parameters, torch AdamW, padded groups of
 8 x 4,608 tokens: 27.35 and 29.96 GiB), is what `calibration_check` compares the model with
-(it gives 28.3 GiB for that configuration). Everything else is pending a GPU.
+(it gives 29.4 GiB for that configuration). Everything else is pending a GPU.
 
 Learner terms (`P` parameters, `N` tokens of the largest micro-batch, `L` layers, `H` hidden,
 `I` MLP width, `V` vocabulary; `b` the parameter bytes, 4 under the mixed default):
 
 - parameters `b P`, gradients `b P` (float32 under the mixed default: `llm_runs.precision`);
-- optimizer states: 8-bit AdamW `2 P` (+ one float32 absolute maximum per 2,048-element block
-  and state), torch AdamW `2 b P`;
+- optimizer states: 8-bit AdamW `2 P` (+ one float32 absolute maximum per 256-element block
+  and state: bitsandbytes' blockwise quantisation, seen in its 0.50.1 state, 16 maxima for a
+  4,096-element parameter), torch AdamW `2 b P`;
 - autocast's bfloat16 copies of the weights, cached for the forward pass: `2 P` (mixed only);
 - activations with gradient checkpointing: each layer's input kept for its recomputation,
   `L N H` values of the residual stream (float32 under autocast: the embedding and the residual
   additions stay float32), one layer's recomputed intermediates and their gradients,
-  `2 N (q + 2 kv + 2 H + 4 I)` values in the compute dtype, and one chunk of the log-softmax,
-  three float32 `[chunk, V]` arrays and one in the compute dtype;
+  `2 N (q + 2 kv + 2 H + 4 I)` values in the compute dtype, plus under autocast the float32
+  copies of q and k that Qwen3's q/k RMSNorm computes in and their gradients,
+  `2 N (q + kv)` float32 values (ours: read from transformers' Qwen3RMSNorm, which upcasts its
+  input); and one chunk of the log-softmax, three float32 `[chunk, V]` arrays and one in the
+  compute dtype, plus under autocast the bfloat16 copy of the `[V, H]` output weight that
+  autocast makes for the chunk's matrix product outside the forward's weight cache (freed after
+  the chunk; 0.6 GB at 1.7B, 1.2 GB at 8B);
 - method extras: GAC's previous gradient (`b P`, float32 under mixed) and at most 256 MiB of
   temporaries (`gmc_grpo.hooks.gac_project_parameters`); VCPO's in-backward norms, one buffer of
   the parameters per group of the micro-batch (parameter dtype) and, in the output layer's
@@ -95,6 +101,22 @@ QWEN3_SHAPES: dict[str, ModelShape] = {
 }
 #: the method families whose learner memory differs
 FAMILIES: tuple[str, ...] = ("grpo/tic/gmc", "vcpo", "gac")
+#: elements per block of bitsandbytes' 8-bit optimizer states (one float32 maximum each)
+BNB_BLOCK = 256
+
+
+def memory_family(method: str) -> str:
+    """The memory family of a registered method, asked of its spec (`gmc_grpo.methods`): a
+    gradient edit with state (GAC's previous gradient) is "gac", a baseline that needs
+    per-trajectory score norms (VCPO's) is "vcpo", any other "grpo/tic/gmc"."""
+    from gmc_grpo.methods import get_method
+
+    spec = get_method(method)
+    if spec.gradient_edit is not None:
+        return "gac"
+    if spec.baseline is not None and spec.baseline.needs_score_norms:
+        return "vcpo"
+    return "grpo/tic/gmc"
 
 
 def learner_bytes(
@@ -120,16 +142,21 @@ def learner_bytes(
     param = 2 if precision == "bfloat16" else 4
     compute = 4 if precision == "float32" else 2
     residual = 2 if precision == "bfloat16" else 4
+    mixed = precision == "mixed_bfloat16"
     n, h = micro_tokens, shape.hidden
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
     terms = {
         "parameters": param * p,
         "gradients": param * p,
-        "optimizer states": 2 * p + 2 * 4 * p / 2048 if optimizer == "adamw8bit" else 2 * param * p,
+        "optimizer states": (
+            2 * p + 2 * 4 * p / BNB_BLOCK if optimizer == "adamw8bit" else 2 * param * p
+        ),
         "autocast weight copies": 2 * p if precision == "mixed_bfloat16" else 0,
         "checkpointed layer inputs": shape.layers * n * h * residual,
-        "one layer recomputed": 2 * n * (q + 2 * kv + 2 * h + 4 * shape.intermediate) * compute,
-        "log-softmax chunk": logit_chunk * shape.vocab * (3 * 4 + compute),
+        "one layer recomputed": 2 * n * (q + 2 * kv + 2 * h + 4 * shape.intermediate) * compute
+        + (2 * n * (q + kv) * 4 if mixed else 0),
+        "log-softmax chunk": logit_chunk * shape.vocab * (3 * 4 + compute)
+        + (shape.vocab * h * 2 if mixed else 0),
         "method extra": 0.0,
     }
     if family == "gac":

@@ -80,6 +80,15 @@ def resolve_placement(config: TrainConfig) -> Placement:
     own = config.engine_process
     if own is None:  # the two-GPU layout: the engine on its own device, in its own process
         own = config.layout == "two_gpu" and engine.type == "cuda"
+    if config.engine == "vllm" and not own and engine.type == "cuda" and (engine.index or 0):
+        # vLLM built in this process takes the first visible GPU whatever device it is told
+        # (issue 32): a one-GPU run on cuda:1 would put the learner there and vLLM on cuda:0
+        raise ValueError(
+            f"TrainConfig.engine_device={config.engine_device!r} (learner_device="
+            f"{config.learner_device!r}): vLLM in this process runs on the first visible GPU, "
+            f"not {engine}; pick the GPU with CUDA_VISIBLE_DEVICES={engine.index} and use "
+            "cuda:0, or run the engine in its own process pinned to it (engine_process=true)"
+        )
     sleeps = config.vllm_sleep_mode
     if sleeps is None:  # one GPU shared by vLLM and the learner
         sleeps = config.engine == "vllm" and config.layout == "one_gpu" and engine.type == "cuda"

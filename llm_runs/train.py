@@ -110,6 +110,7 @@ from llm_runs.models import (
     resolve_placement,
     transformers_progress,
 )
+from llm_runs.preflight import check_run
 from llm_runs.rollouts import RewardFn, RolloutProducer, Task, load_problems
 from llm_runs.sinks import MetricSinks
 
@@ -164,6 +165,7 @@ class Trainer:
             check_model_dir(config.model)
         self.placement = resolve_placement(config)
         check_learner(config, self.placement, self.notice)  # optimizer, precision: before compute
+        check_run(config, self.placement)  # memory and shared memory vs the need (issue 32)
         self.train_problems, self.eval_sets = load_problems(config)
         self.sinks = MetricSinks(config)
 

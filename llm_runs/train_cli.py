@@ -139,6 +139,13 @@ def _add_suite_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_resume_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print what the run needs (GPU memory per device, host shared memory; the memory "
+        "model of llm_runs.memory, docs/gpu.md) and exit without starting; the run checks the "
+        "same before it loads anything (llm_runs.preflight)",
+    )
+    parser.add_argument(
         "--resume",
         action="store_true",
         help="continue the run in --out from its newest checkpoint; its config must be the "
@@ -281,6 +288,16 @@ def run(args: argparse.Namespace) -> int:
         analysis = run_suite(suite, on_run=report if not args.no_progress else None)
         print(suite_markdown(analysis))
         print(f"suite summary: {Path(suite.out) / 'suite_summary.md'}")
+        return 0
+    if args.plan:  # what the run needs, without starting it (llm_runs.preflight)
+        from llm_runs.preflight import NO_MODEL, plan, plan_text
+        from llm_runs.recipe_needs import recipe_names
+
+        values = values_from_args(args)
+        if values.get("model") is None and values.get("tiny_model") is None:
+            values["model"] = NO_MODEL  # the plan finds the paper model from the names
+        config = config_from_values(values)
+        print(plan_text(plan(config, names=recipe_names(args.recipe, args.run))))
         return 0
     from gmc_grpo.resume import ResumeRequest
     from llm_runs.train import train

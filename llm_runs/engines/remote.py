@@ -26,8 +26,13 @@ sees only its own GPU (`CUDA_VISIBLE_DEVICES`), which CUDA IPC handles of the le
 would not open; and vLLM's NCCL weight transfer needs both processes on GPUs and a version-
 specific API that no CPU test could check. Its cost is a device-to-host and a host-to-device copy
 of the bfloat16 weights per update (3.4 GB at Qwen3-1.7B, about 0.2 s each way at 20 GB/s PCIe:
-small beside a learner step of ~16 s, and not measured here: no GPU). `/dev/shm` must hold the
-engine's weights (containers: `--shm-size`).
+small beside a learner step of ~16 s, and not measured here: no GPU; the copy goes to ordinary,
+not pinned, pages of the mapped file, which CUDA copies at a pageable-memory rate, often well
+below the pinned one). `/dev/shm` must hold the engine's weights (containers: `--shm-size`): the
+buffer's bytes are reserved with `os.posix_fallocate` when it is created, so a folder too small
+is a one-line `SharedMemoryError` at the first weight sync (and the preflight,
+`llm_runs.preflight`, refuses the run before it starts), not a SIGBUS at the first write; the
+file is removed by the child once mapped, by `close()`, and when the engine object is collected.
 
 **Messages.** Length-prefixed JSON over a socket pair, token ids and log-probs as raw int32 /
 float32 arrays after the JSON (the engines produce float32 log-probs, so nothing is rounded);
@@ -43,6 +48,7 @@ naming the process and what to do; one that answers nothing for `timeout` second
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import mmap
 import os
@@ -106,13 +112,16 @@ def engine_environment(device: str, visible: str | None) -> tuple[dict[str, str]
 
 
 def shared_folder() -> Path:
-    """Where the shared weight file lives: `/dev/shm` (memory), else the temporary folder."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        return shm
-    import tempfile
+    """Where the shared weight file lives: `/dev/shm` (memory), else the temporary folder
+    (`llm_runs.preflight.default_shared_folder`, which the preflight checks the free space of)."""
+    from llm_runs.preflight import default_shared_folder
 
-    return Path(tempfile.gettempdir())
+    return default_shared_folder()
+
+
+class SharedMemoryError(ValueError):
+    """The weight buffer does not fit in the shared-memory folder (one line: the folder, the
+    need, what is free, the fix)."""
 
 
 def weight_layout(state_dict: Mapping[str, Any], dtype: str) -> list[dict[str, Any]]:
@@ -148,8 +157,39 @@ def layout_size(layout: Sequence[Mapping[str, Any]]) -> int:
     return max([e["offset"] + e["nbytes"] for e in layout] + [1])
 
 
+def reserve(fd: int, size: int, path: Path) -> None:
+    """Reserve `size` bytes of the open file `fd` (`os.posix_fallocate`; `ftruncate` where the
+    platform has no posix_fallocate, e.g. macOS); no space raises `SharedMemoryError`."""
+    if not hasattr(os, "posix_fallocate"):
+        os.ftruncate(fd, size)
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise
+        from llm_runs.preflight import free_bytes_of
+
+        folder = path.parent
+        free = free_bytes_of(folder)
+        raise SharedMemoryError(
+            f"the engine process's weight buffer needs {size / 2**30:.2f} GiB in {folder} and "
+            f"it has {free / 2**30:.2f} GiB free ({os.strerror(err.errno)}): enlarge {folder} "
+            f"(docker run --shm-size={max(1, -(-size * 5 // 4 // 2**30))}g; Kubernetes: an "
+            "emptyDir with medium Memory), or run the engine in this process "
+            "(--set engine_process=false, one GPU)"
+        ) from None
+
+
 class WeightBuffer:
-    """A file of `layout_size(layout)` bytes mapped into memory; `tensors()` are views of it."""
+    """A file of `layout_size(layout)` bytes mapped into memory; `tensors()` are views of it.
+
+    Created (`create=True`), its bytes are reserved with `os.posix_fallocate` before they are
+    mapped: on tmpfs (`/dev/shm`) `ftruncate` + `mmap` succeed whatever the free space, and the
+    first write past the limit kills the process with SIGBUS ("Bus error", no traceback, issue
+    32). A folder too small raises `SharedMemoryError` naming it and `--shm-size`; a failed
+    creation removes the file.
+    """
 
     def __init__(self, path: Path, layout: list[dict[str, Any]], *, create: bool) -> None:
         self.path, self.layout = path, layout
@@ -158,8 +198,12 @@ class WeightBuffer:
         fd = os.open(path, flags, 0o600)
         try:
             if create:
-                os.ftruncate(fd, size)
+                reserve(fd, size, path)
             self._map = mmap.mmap(fd, size)
+        except BaseException:
+            if create:
+                path.unlink(missing_ok=True)
+            raise
         finally:
             os.close(fd)
 
@@ -287,6 +331,7 @@ class RemoteEngine:
     weights; timeout_per_prompt: seconds a generate request may take per prompt (at least
     `MIN_TIMEOUT`; a request also waits for those sent before it); start_timeout: seconds the
     engine may take to start; threads: torch threads of the child (default: the caller's);
+    shared_dir: the folder of the shared weight file (default `shared_folder()`, `/dev/shm`);
     **engine_kwargs: `make_engine`'s other arguments (`max_model_len`, `seed`, ...).
     """
 
@@ -300,6 +345,7 @@ class RemoteEngine:
         timeout_per_prompt: float = 225.0,
         start_timeout: float = 1800.0,
         threads: int | None = None,
+        shared_dir: str | Path | None = None,
         **engine_kwargs: Any,
     ) -> None:
         import torch
@@ -309,6 +355,7 @@ class RemoteEngine:
         self.timeout_per_prompt = timeout_per_prompt
         self.weight_dtype = dtype or ("float32" if kind == "hf" else "bfloat16")
         self._buffer: WeightBuffer | None = None
+        self.shared_dir = Path(shared_dir) if shared_dir is not None else shared_folder()
         self._replies: dict[int, tuple[dict[str, Any], bytes]] = {}
         self._budgets: dict[int, float] = {}  # requests not answered yet: their time allowance
         self._unawaited: set[int] = set()  # requests whose reply nobody waits for
@@ -455,7 +502,10 @@ class RemoteEngine:
         if self._buffer is None:
             layout = weight_layout(state_dict, self.weight_dtype)
             name = f"gmc-grpo-weights-{os.getpid()}-{self.pid}-{os.urandom(4).hex()}"
-            self._buffer = WeightBuffer(shared_folder() / name, layout, create=True)
+            self._buffer = WeightBuffer(self.shared_dir / name, layout, create=True)
+            # the name goes with this object even without close() (the child removes it at
+            # its first load, which a failed run may never reach)
+            weakref.finalize(self, self._buffer.path.unlink, missing_ok=True)
             message = {"path": str(self._buffer.path), "layout": layout}
         self._buffer.write(state_dict)
         self._load = self._send("load", message)

@@ -51,8 +51,12 @@ def test_adamw8bit_without_bitsandbytes_stops_before_compute_with_the_fix(tmp_pa
 
     from llm_runs.train import Trainer
 
-    if importlib.util.find_spec("bitsandbytes") is not None:
-        pytest.skip("bitsandbytes is installed here")
+    find_spec = importlib.util.find_spec  # bitsandbytes is in the test environment: hide it
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "bitsandbytes" else find_spec(name, *a),
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     config = paper_config(tmp_path, "fixed_delay_qwen3_1p7b")
     with pytest.raises(ImportError) as error:
@@ -62,13 +66,25 @@ def test_adamw8bit_without_bitsandbytes_stops_before_compute_with_the_fix(tmp_pa
     assert not (tmp_path / "run").exists()  # nothing written, nothing computed
 
 
-def test_adamw8bit_on_a_cpu_names_the_deliberate_alternative(tmp_path):
+def test_adamw8bit_on_a_cpu_without_cpu_kernels_names_the_deliberate_alternative(
+    tmp_path, monkeypatch
+):
+    """A bitsandbytes whose 8-bit AdamW cannot step on the CPU (older than 0.49, or not
+    installed) is refused before any compute; one that can runs there (with a notice,
+    tests/llm_runs/test_llm_checkpoint_adamw8bit.py)."""
+    from llm_runs import learner
     from llm_runs.models import check_learner, resolve_placement
     from llm_runs.train import Trainer
 
+    monkeypatch.setattr(
+        learner, "bitsandbytes_8bit_failure", lambda device_type: "bitsandbytes 0.43.0 failed: X"
+    )
     config = paper_config(tmp_path, "simulated_async")
-    with pytest.raises(ValueError, match="needs a CUDA device.*--set optimizer=adamw"):
+    with pytest.raises(
+        ValueError, match="needs a CUDA device or a bitsandbytes.*0.43.0.*--set optimizer=adamw"
+    ):
         Trainer(config, notice=quiet)
+    assert not (tmp_path / "run").exists()
     chosen = paper_config(tmp_path, "simulated_async", optimizer="adamw")
     check_learner(chosen, resolve_placement(chosen), quiet)  # asked for on purpose: accepted
     with pytest.raises(ValueError, match="needs a CUDA device"):

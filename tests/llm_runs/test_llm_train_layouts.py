@@ -28,7 +28,7 @@ def two_gpus(monkeypatch):
 
 
 def placement(tmp_path, **values):
-    config = tiny_config(tmp_path / "run", learner_device="auto", **values)
+    config = tiny_config(tmp_path / "run", **{"learner_device": "auto", **values})
     return resolve_placement(config)
 
 
@@ -43,6 +43,13 @@ def test_the_layouts_on_cuda(tmp_path, two_gpus):
     assert not hf.engine_sleeps and not hf.engine_process
     chosen = placement(tmp_path, engine="vllm", vllm_sleep_mode=False, engine_process=True)
     assert chosen.engine_process and not chosen.engine_sleeps
+    # one GPU on cuda:1: in-process vLLM would take cuda:0, so it is refused with the two fixes
+    with pytest.raises(ValueError, match=r"first visible GPU.*CUDA_VISIBLE_DEVICES=1.*process"):
+        placement(tmp_path, engine="vllm", layout="one_gpu", learner_device="cuda:1")
+    pinned = placement(tmp_path, engine="vllm", learner_device="cuda:1", engine_process=True)
+    assert str(pinned.engine_device) == "cuda:1" and pinned.engine_process
+    hf_on_1 = placement(tmp_path, engine="hf", learner_device="cuda:1")  # HF takes its device
+    assert str(hf_on_1.engine_device) == "cuda:1"
 
 
 def test_the_layouts_on_a_cpu(tmp_path, monkeypatch):

@@ -45,10 +45,17 @@ def test_hand_worked_terms_at_the_1p7b_shape():
     assert p == 1_720_574_976  # the count of bench/results/gpu_learner_step_h200.json
     mixed = learner_bytes(shape)  # mixed bf16, 8-bit AdamW, one group of 8 x 5,120 tokens
     assert mixed["parameters"] == mixed["gradients"] == 4 * p  # float32 master weights
-    assert mixed["optimizer states"] == 2 * p + 8 * p / 2048
+    # one float32 maximum per 256-element block of each of the two 8-bit states (bitsandbytes)
+    assert mixed["optimizer states"] == 2 * p + 8 * p / 256
     assert mixed["autocast weight copies"] == 2 * p
     assert mixed["checkpointed layer inputs"] == 28 * 40960 * 2048 * 4  # float32 residual
-    assert mixed["log-softmax chunk"] == 4096 * 151936 * 14
+    # q: 16 x 128 = 2048, kv: 8 x 128 = 1024, I = 6144; bf16 intermediates and their gradients,
+    # + float32 q and k of the q/k RMSNorm and their gradients
+    layer = 2 * 40960 * (2048 + 2 * 1024 + 2 * 2048 + 4 * 6144) * 2 + 2 * 40960 * 3072 * 4
+    assert mixed["one layer recomputed"] == layer
+    # three float32 [chunk, V] + one bf16, + autocast's bf16 copy of the [V, H] output weight
+    assert mixed["log-softmax chunk"] == 4096 * 151936 * 14 + 151936 * 2048 * 2
+    assert 151936 * 2048 * 2 / 1e9 == pytest.approx(0.62, abs=0.01)  # the 0.6 GB
     gac = learner_bytes(shape, family="gac")["method extra"]
     assert gac == 4 * p + 2**28  # the float32 previous gradient + 256 MiB of temporaries
     vcpo = learner_bytes(shape, family="vcpo")["method extra"]
@@ -56,6 +63,7 @@ def test_hand_worked_terms_at_the_1p7b_shape():
     pure = learner_bytes(shape, precision="bfloat16", optimizer="adamw")
     assert pure["parameters"] == 2 * p and pure["optimizer states"] == 4 * p
     assert pure["autocast weight copies"] == 0
+    assert pure["log-softmax chunk"] == 4096 * 151936 * 14  # no autocast, no copies
     engine = engine_bytes(shape)
     assert engine["weights"] == 2 * p
     assert engine["KV cache"] == 2 * 28 * 8 * 128 * 2 * 64 * 5120  # 112 KiB per token
@@ -76,7 +84,7 @@ def test_table_covers_every_model_and_method_family():
         assert r["one_gpu_gib"] == pytest.approx(r["learner_adamw8bit_gib"] + r["engine_gib"])
         # sleep mode: the learner's peak, or its parameters + 8-bit states (6 bytes per
         # parameter under mixed) beside an awake vLLM, whichever is larger
-        resident = (6 * r["parameters"] + 8 * r["parameters"] / 2048) / GIB
+        resident = (6 * r["parameters"] + 8 * r["parameters"] / 256) / GIB
         if r["family"] == "gac":  # + its float32 previous gradient
             resident += 4 * r["parameters"] / GIB
         assert r["resident_gib"] == pytest.approx(resident)
@@ -87,6 +95,6 @@ def test_table_covers_every_model_and_method_family():
     # the 8B learner's static memory alone under the mixed default: 12 bytes per parameter
     eight = next(r for r in rows if r["model"] == "8B")
     assert eight["static_gib"] == pytest.approx(
-        (12 * QWEN3_SHAPES["8B"].parameters() + 8 * QWEN3_SHAPES["8B"].parameters() / 2048) / GIB
+        (12 * QWEN3_SHAPES["8B"].parameters() + 8 * QWEN3_SHAPES["8B"].parameters() / 256) / GIB
     )
     assert markdown_table(rows).count("\n") == len(rows) + 1
