@@ -306,6 +306,136 @@ def record_schema(config_json: Mapping[str, Any]) -> int:
     return version
 
 
+class RecordGapError(ValueError):
+    """Records that lack rows a checkpoint (or a finished run's summary) covers: the run cannot
+    be continued from that checkpoint without losing them (`check_records_reach`)."""
+
+
+def missing_steps(
+    rows: Iterable[Mapping[str, Any]], below: int, seeds: Iterable[Any] = (None,)
+) -> dict[Any, list[int]]:
+    """`{seed: [steps]}` of the rows absent from `rows` among steps `0 .. below - 1` of each seed.
+
+    Rows are told apart by `row["step"]` and `row.get("seed")` (toy runs write one row per step
+    per seed; LLM runs one row per step, no `seed`, hence the default `seeds=(None,)`). Seeds with
+    no missing step are left out: an empty result means the records reach `below`.
+    """
+    seen: dict[Any, set[int]] = {}
+    for row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            seen.setdefault(row.get("seed"), set()).add(step)
+    out = {}
+    for seed in seeds:
+        have = seen.get(seed, set())
+        gone = [n for n in range(below) if n not in have]
+        if gone:
+            out[seed] = gone
+    return out
+
+
+def complete_steps(rows: Iterable[Mapping[str, Any]], seeds: Iterable[Any] = (None,)) -> int:
+    """The largest `n` such that every seed has its rows for steps `0 .. n - 1` (see
+    `missing_steps`): the step a run can be continued from without a gap."""
+    seen: dict[Any, set[int]] = {}
+    for row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            seen.setdefault(row.get("seed"), set()).add(step)
+    reach = []
+    for seed in seeds:
+        have, n = seen.get(seed, set()), 0
+        while n in have:
+            n += 1
+        reach.append(n)
+    return min(reach, default=0)
+
+
+def _ranges(steps: list[int]) -> str:
+    """`[3, 4, 5, 9]` -> `steps 3-5, 9`; one step -> `step 3`."""
+    parts, start = [], None
+    for i, n in enumerate(steps):
+        if start is None:
+            start = n
+        if i + 1 == len(steps) or steps[i + 1] != n + 1:
+            parts.append(str(n) if n == start else f"{start}-{n}")
+            start = None
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(parts)
+
+
+def describe_missing(missing: Mapping[Any, list[int]]) -> str:
+    """`seed 1: step 19; seed 0: steps 15-19` (no seed label for LLM rows); at most 5 seeds
+    listed, the rest counted."""
+    parts = [
+        (f"seed {seed}: " if seed is not None else "") + _ranges(steps)
+        for seed, steps in list(missing.items())[:5]
+    ]
+    if len(missing) > 5:
+        parts.append(f"and {len(missing) - 5} more seeds")
+    return "; ".join(parts)
+
+
+def check_records_reach(
+    run_dir: str | Path,
+    step: int,
+    *,
+    seeds: Iterable[Any] = (None,),
+    covered_by: str,
+    hint: str,
+) -> None:
+    """Refuse to continue (or reuse) a run whose `metrics.jsonl` lacks rows below `step`.
+
+    `step`: the step the run would continue from (its checkpoint's) or its last step + 1 (a
+    finished run). `covered_by`: what covers them, for the message (`"checkpoint step_000020"`).
+    `hint`: how the user continues (a fresh run, another checkpoint). Raises `RecordGapError`
+    with one line naming the missing rows and whether the last line was torn.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    torn: list[int] = []
+    seeds = list(seeds)
+    missing = missing_steps(read_jsonl(path, torn), step, seeds)
+    if not missing:
+        return
+    count = sum(len(v) for v in missing.values())
+    note = f"; its line {torn[0]} is torn (cut off mid-write)" if torn else ""
+    raise RecordGapError(
+        f"{path} lacks {count} row{'s' if count != 1 else ''} that {covered_by} covers "
+        f"({describe_missing(missing)}){note}, so continuing from it would leave a gap in the "
+        f"records: {hint}"
+    )
+
+
+def record_gaps(record: RunRecord) -> str | None:
+    """What a read-back run lacks, in a few words, or None when its records are whole.
+
+    Gaps: a torn last line (`RunRecord.torn`), steps missing below the largest recorded step,
+    and for a finished run (summary present) steps missing below its config's `total_steps`.
+    Training runs (a config with `checkpoint_every` and `total_steps`) are held to `total_steps`
+    once finished; toy training (with `seeds`: one row per step per seed) is checked seed by
+    seed; other runs (LLM training; toy sweeps, whose `step` numbers rows) as one sequence.
+    """
+    payload = record.config.get("config") if isinstance(record.config, dict) else None
+    config = payload if isinstance(payload, dict) else {}
+    total = config.get("total_steps")
+    training = "checkpoint_every" in config and isinstance(total, int)
+    total = total if training and not isinstance(total, bool) else None
+    per_seed = isinstance(config.get("seeds"), list) and total is not None
+    seeds: list[Any] = list(config["seeds"]) if per_seed else [None]
+    rows = record.metrics if per_seed else [{"step": r.get("step")} for r in record.metrics]
+    steps = [r["step"] for r in rows if isinstance(r.get("step"), int)]
+    reach = max(steps) + 1 if steps else 0
+    if record.summary is not None and total is not None:
+        reach = max(reach, total)
+    parts = []
+    missing = missing_steps(rows, reach, seeds)
+    if missing:
+        count = sum(len(v) for v in missing.values())
+        parts.append(f"{count} missing metrics rows ({describe_missing(missing)})")
+    for name, line in record.torn.items():
+        parts.append(f"{name} line {line} torn")
+    return "; ".join(parts) or None
+
+
 class RecordSchemaError(ValueError):
     """A run folder's records use a schema this version of gmc-grpo cannot continue."""
 
@@ -575,6 +705,15 @@ class RunWriter:
             rows = upgrade_legacy_values(rows)
         atomic_write_text(self.path / name, "".join(to_json(r) + "\n" for r in rows))
 
+    def sync(self) -> None:
+        """Flush the record files and make the kernel write them to disk (`os.fsync`). Trainers
+        call it before a checkpoint, so that a checkpoint is never on disk ahead of the rows it
+        covers (after a power loss too); `write_summary` and `close` call it."""
+        for handle in self._handles.values():
+            if not handle.closed:
+                handle.flush()
+                os.fsync(handle.fileno())
+
     def _append(self, name: str, row: Mapping[str, Any]) -> None:
         handle = self._handles.get(name)
         if handle is None:
@@ -598,13 +737,17 @@ class RunWriter:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Write `summary.json` atomically; call it last."""
+        self.sync()  # the rows the summary describes are on disk before it
         atomic_write_json(self.path / "summary.json", summary)
 
     def close(self) -> None:
-        handles, self._handles = list(self._handles.values()), {}
-        for handle in handles:
-            if not handle.closed:
-                handle.close()
+        try:
+            self.sync()
+        finally:
+            handles, self._handles = list(self._handles.values()), {}
+            for handle in handles:
+                if not handle.closed:
+                    handle.close()
 
     def __enter__(self) -> RunWriter:
         return self

@@ -44,16 +44,19 @@ from typing import Any
 
 from gmc_grpo.checkpoints import (
     latest_checkpoint,
+    list_checkpoints,
     pickled_files,
     read_state,
     remove_checkpoints,
     save_step_folder,
+    step_dir_name,
     write_state,
 )
 from gmc_grpo.records import (
     RecordsExistError,
     RunWriter,
     atomic_write_json,
+    check_records_reach,
     read_json,
     read_jsonl,
     read_run_config,
@@ -71,6 +74,11 @@ from toy_mdps.train.learner import AsyncLearner, exact_state
 
 # how a refused fresh start continues, in the messages of this command
 FRESH_HINT = "rerun with its config to continue it, pass --fresh to start over, or choose --out"
+# a run whose records lack rows its checkpoint covers (`check_records_reach`)
+GAP_HINT = (
+    "pass --fresh to compute the run again from step 0 (a toy run's rows follow from its config "
+    "and seeds; --fresh erases this run), or choose another --out"
+)
 
 
 def summarise_rows(
@@ -228,6 +236,7 @@ def train(
             bar.update(1)
             last = learner.step == config.total_steps
             if last or learner.step % config.checkpoint_every == 0:
+                writer.sync()  # the rows this checkpoint covers reach the disk before it
                 _save_checkpoint(run_dir, learner, tracker)
             if stop_after is not None and n + 1 >= stop_after:
                 return None
@@ -250,6 +259,15 @@ def _continue_run(
     nothing was asked), else a writer after the learner (and tracker) took the checkpoint's
     state; a config change is refused unless asked for (`_run_state`)."""
     state, changes, _old = _run_state(config, run_dir, request)
+    steps = list_checkpoints(run_dir)
+    if steps:  # the records must reach the checkpoint: rows below it are never recomputed
+        check_records_reach(
+            run_dir,
+            max(steps),
+            seeds=config.seeds,
+            covered_by=f"its checkpoint {step_dir_name(max(steps))}",
+            hint=GAP_HINT,
+        )
     done = (run_dir / "summary.json").is_file()
     if done and not request.asked and not changes:
         return read_json(run_dir / "summary.json")
