@@ -405,14 +405,13 @@ def check_records_reach(
     )
 
 
-def record_gaps(record: RunRecord) -> str | None:
-    """What a read-back run lacks, in a few words, or None when its records are whole.
+def missing_metric_rows(record: RunRecord) -> dict[Any, list[int]]:
+    """`{seed: [steps]}` of the metrics rows a read-back run lacks (`missing_steps`).
 
-    Gaps: a torn last line (`RunRecord.torn`), steps missing below the largest recorded step,
-    and for a finished run (summary present) steps missing below its config's `total_steps`.
-    Training runs (a config with `checkpoint_every` and `total_steps`) are held to `total_steps`
-    once finished; toy training (with `seeds`: one row per step per seed) is checked seed by
-    seed; other runs (LLM training; toy sweeps, whose `step` numbers rows) as one sequence.
+    Rows are expected below the largest recorded step and, for a finished training run (summary
+    present; a config with `checkpoint_every` and `total_steps`), below `total_steps`. Toy
+    training (a config with `seeds`: one row per step per seed) is checked seed by seed; other
+    runs (LLM training; toy sweeps, whose `step` numbers rows) as one sequence (seed `None`).
     """
     payload = record.config.get("config") if isinstance(record.config, dict) else None
     config = payload if isinstance(payload, dict) else {}
@@ -426,8 +425,14 @@ def record_gaps(record: RunRecord) -> str | None:
     reach = max(steps) + 1 if steps else 0
     if record.summary is not None and total is not None:
         reach = max(reach, total)
+    return missing_steps(rows, reach, seeds)
+
+
+def record_gaps(record: RunRecord) -> str | None:
+    """What a read-back run lacks, in a few words, or None when its records are whole: the
+    missing metrics rows (`missing_metric_rows`) and torn last lines (`RunRecord.torn`)."""
     parts = []
-    missing = missing_steps(rows, reach, seeds)
+    missing = missing_metric_rows(record)
     if missing:
         count = sum(len(v) for v in missing.values())
         parts.append(f"{count} missing metrics rows ({describe_missing(missing)})")
