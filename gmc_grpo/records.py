@@ -30,7 +30,7 @@ import platform
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -593,6 +593,54 @@ def check_fresh_run_dir(run_dir: str | Path, hint: str = RESUME_HINT) -> None:
             f"{run_dir} already holds the records of a run ({', '.join(found)}) and a fresh run "
             f"erases records: {hint}"
         )
+
+
+def check_same_kind(
+    run_dir: str | Path, *, is_own: Callable[[Mapping[str, Any]], bool], kind: str
+) -> None:
+    """Refuse to erase (`--fresh`) or continue a folder that holds another kind of run.
+
+    `is_own(config)`: whether the `config` of the folder's `config.json` is one of this
+    command's runs. A folder without `config.json` passes (`check_fresh_run_dir` guards records
+    without one). Raises `RecordsExistError` (one line) when the run is of another kind or its
+    `config.json` cannot be read, so that one wrong `--out` never erases a long run of another
+    command.
+    """
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        return
+    try:
+        payload = read_json_object(path)
+    except (OSError, ValueError, RecursionError) as error:
+        raise RecordsExistError(
+            f"{run_dir} holds a config.json that cannot be read ({_cut(str(error))}), so "
+            f"which kind of run it is cannot be told and it is not erased: move the folder away "
+            "or choose another --out"
+        ) from None
+    config = payload.get("config")
+    if not isinstance(config, dict) or not is_own(config):
+        raise RecordsExistError(
+            f"{run_dir} holds another kind of run (its config.json is not a {kind} config), "
+            "which --fresh does not erase: choose another --out"
+        )
+
+
+def erased_text(run_dir: str | Path) -> str | None:
+    """What a fresh start in `run_dir` erases (`metrics.jsonl: 12 rows, summary.json,
+    checkpoints/step_000020`), None when nothing: for the line a `--fresh` prints."""
+    run_dir = Path(run_dir)
+    found = existing_records(run_dir)
+    root = run_dir / "checkpoints"
+    if root.is_dir():
+        found += [f"checkpoints/{p.name}" for p in sorted(root.iterdir()) if p.is_dir()]
+    return ", ".join(found) or None
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    """`text` cut to `limit` characters (an ellipsis and the count of the rest when cut)."""
+    return (
+        text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+    )
 
 
 class RunWriter:

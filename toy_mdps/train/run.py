@@ -37,7 +37,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,8 @@ from gmc_grpo.records import (
     RunWriter,
     atomic_write_json,
     check_records_reach,
+    check_same_kind,
+    erased_text,
     read_json,
     read_jsonl,
     read_run_config,
@@ -142,6 +146,11 @@ def _refuse_pickles(run_dir: Path) -> None:
         )
 
 
+def _is_toy_train_config(config: Mapping[str, Any]) -> bool:
+    """A run's `config` written by `toy train`: every field one of `TrainConfig`'s."""
+    return set(config) <= {f.name for f in dataclasses.fields(TrainConfig)}
+
+
 def _run_state(
     config: TrainConfig, run_dir: Path, request: ResumeRequest
 ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
@@ -151,7 +160,7 @@ def _run_state(
     assert payload is not None
     previous = payload.get("config")
     fields = [f.name for f in dataclasses.fields(TrainConfig)]
-    if not isinstance(previous, dict) or not set(previous) <= set(fields):
+    if not isinstance(previous, dict) or not _is_toy_train_config(previous):
         raise RecordsExistError(
             f"{run_dir} holds another kind of run (its config.json is not a toy train config): "
             "choose another --out"
@@ -219,6 +228,10 @@ def train(
         writer = opened
     else:
         if not resume:
+            check_same_kind(run_dir, is_own=_is_toy_train_config, kind="toy train")
+            erased = erased_text(run_dir)
+            if erased:
+                print(f"--fresh: erasing the records of {run_dir} ({erased})", file=sys.stderr)
             remove_checkpoints(run_dir)
             for path in pickled_files(run_dir):
                 path.unlink()
@@ -390,6 +403,11 @@ def run_experiment(
 
     check_jobs(jobs)
     out_dir = Path(out_dir)
+    if (out_dir / "config.json").is_file():  # a run's folder, not an experiment's: never erased
+        raise RecordsExistError(
+            f"{out_dir} holds a run (config.json), not an experiment (experiment.json), which "
+            "an experiment does not write into nor --fresh erase: choose another --out"
+        )
     if not fresh and (out_dir / "experiment.json").is_file():
         changes = config_differences(read_json(out_dir / "experiment.json"), config.to_dict())
         if changes:
