@@ -55,6 +55,8 @@ METRIC_NAMES: dict[str, str] = {
     "step": "learner step (optimizer updates done before this row's update)",
     "reward/mean": "mean verifier reward of the consumed batch",
     "reward/std": "standard deviation of the reward within the consumed batch",
+    "reward/scoring_timeouts": "LLM (math-verify reward): responses scored since the previous "
+    "row whose comparison reached the scorer's CPU limit twice and so counted incorrect",
     "response/length_mean": "mean response length (tokens) of the consumed batch",
     "policy/entropy": "mean per-token entropy of the current policy on the consumed responses",
     "policy/objective": "exact J(theta) (toy MDPs only)",

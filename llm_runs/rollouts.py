@@ -137,6 +137,7 @@ class RolloutProducer:
         self.engine_sleeps = engine_sleeps  # vLLM's sleep mode during learner steps
         self._asleep = False
         self.seconds = 0.0  # rollout time since the last `take_seconds`
+        self.scoring_timeouts = 0  # since the last `take_scoring_timeouts`
         self._clock_depth = 0
         self._perms: dict[int, list[int]] = {}
         self._mismatch: dict[str, float] = {}  # the last lag-0 measurement, until taken
@@ -348,7 +349,15 @@ class RolloutProducer:
 
             return [exact_reward(t, r) for t, r in zip(texts, references, strict=True)]
         assert self.scorer is not None
-        return [float(v) for v in self.scorer.score(list(texts), list(references))]
+        verdicts, timed_out = self.scorer.score_counted(list(texts), list(references))
+        self.scoring_timeouts += sum(timed_out)
+        return [float(v) for v in verdicts]
+
+    def take_scoring_timeouts(self) -> int:
+        """Responses scored incorrect since the last call only because their comparison reached
+        the scorer's CPU limit twice (`llm_runs.scoring.Scorer.score_counted`)."""
+        count, self.scoring_timeouts = self.scoring_timeouts, 0
+        return count
 
     def _to_batch(self, samples, problems, indices, version: int, what: str) -> TrajectoryBatch:
         """Check the engine's output (counts, NaN log-probs) and pack it into tensors."""

@@ -480,6 +480,8 @@ class Trainer:
         row.update(metrics)
         row.update(bounds)
         row["perf/rollout_seconds"] = self.rollouts.take_seconds()
+        if self.scorer is not None:  # beside reward/mean: answers a timeout scored incorrect
+            row["reward/scoring_timeouts"] = self.rollouts.take_scoring_timeouts()
         self.step += 1
         return row
 
@@ -606,6 +608,8 @@ class Trainer:
             "delay": self.config.delay,
             "reward_first_10pct": sum(rewards[:k]) / k if rewards else None,
             "reward_last_10pct": sum(rewards[-k:]) / k if rewards else None,
+            # responses the scorer counted incorrect after two CPU-limit timeouts, whole run
+            "reward_scoring_timeouts": sum(int(r.get("reward/scoring_timeouts", 0)) for r in rows),
             "lag_mean": sum(lags) / len(lags) if lags else None,
             "lag_statistics": self.lag_statistics(),
             "seconds_this_session": seconds,
