@@ -68,6 +68,11 @@ MEASURES: dict[str, str] = {
     "rise": "final reward minus the reward of the first 10% of updates",
     "greedy": "held-out accuracy, greedy (last evaluation)",
     "sampled": "held-out Pass@1, sampled (last evaluation)",
+    # beside the rewards and Pass@1: answers scored incorrect because the scorer's comparison
+    # reached its CPU limit twice (`llm_runs.scoring`); "-" in runs recorded before the count
+    "reward_timeouts": "training responses scored incorrect after two scorer timeouts (run total)",
+    "eval_timeouts": "held-out samples scored incorrect after two scorer timeouts (last "
+    "evaluation, both decodings)",
 }
 #: The measures compared between methods (`rise` differs from `final_reward` only by the first
 #: updates' reward, which the methods of one seed share under a fixed delay: the FIFO fill).
@@ -362,10 +367,14 @@ def run_measures(
     final_reward: mean `reward/mean` of the last `k = ceil(final_fraction * N)` of its `N`
     updates; mean_reward: mean over all updates; rise: `final_reward` minus the mean of the first
     `k` updates; greedy / sampled: the held-out score at the largest evaluated step (greedy
-    `accuracy`; sampled `pass_at_k["1"]`, else `avg_at_n`), None without evaluations.
+    `accuracy`; sampled `pass_at_k["1"]`, else `avg_at_n`), None without evaluations;
+    reward_timeouts / eval_timeouts: the answers a scorer timeout made incorrect (training rows'
+    `reward/scoring_timeouts`, the last evaluation's `scoring_timeouts`), None when not recorded.
     """
     rewards = [float(r["reward/mean"]) for r in metrics if "reward/mean" in r]
     out: dict[str, float | None] = {"final_reward": None, "mean_reward": None, "rise": None}
+    counted = [r["reward/scoring_timeouts"] for r in metrics if "reward/scoring_timeouts" in r]
+    out["reward_timeouts"] = float(sum(counted)) if counted else None
     if rewards:
         k = max(1, math.ceil(final_fraction * len(rewards)))
         out["final_reward"] = sum(rewards[-k:]) / k
@@ -373,6 +382,10 @@ def run_measures(
         out["rise"] = out["final_reward"] - sum(rewards[:k]) / k
     steps = [int(r["step"]) for r in evals if r.get("step") is not None]
     last = max(steps) if steps else None
+    at_last = [
+        r["scoring_timeouts"] for r in evals if r.get("step") == last and "scoring_timeouts" in r
+    ]
+    out["eval_timeouts"] = float(sum(at_last)) if at_last else None
     for decoding in ("greedy", "sampled"):
         rows = [r for r in evals if r.get("step") == last and r.get("decoding") == decoding]
         value = None

@@ -112,7 +112,17 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
         "rise": 18.0,  # 18.5 - mean of the first 2
         "greedy": 0.4,
         "sampled": 0.35,
+        "reward_timeouts": None,  # records written before the scorer counted its timeouts
+        "eval_timeouts": None,
     }
+    # issue 36: the answers a scorer timeout made incorrect, beside the rewards and Pass@1
+    metrics[3]["reward/scoring_timeouts"] = 2
+    metrics[4]["reward/scoring_timeouts"] = 0
+    evals[0]["scoring_timeouts"] = 5  # an earlier evaluation: not the last one's
+    evals[1]["scoring_timeouts"] = 1
+    evals[2]["scoring_timeouts"] = 3
+    got = run_measures(metrics, evals, final_fraction=0.1)
+    assert (got["reward_timeouts"], got["eval_timeouts"]) == (2.0, 4.0)
     assert run_measures(metrics, [], 0.25)["final_reward"] == 17.0  # last 5 of 20: 15..19
     assert run_measures(metrics, [], 0.25)["greedy"] is None
 
