@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.records import NestingError, loads_json
+
 # old field name -> the name that replaced it
 RENAMED_FIELDS: dict[str, str] = {
     "learning_rate": "lr",
@@ -200,12 +202,14 @@ def read_json_config(
     except UnicodeDecodeError:
         raise ValueError(f"{what} config {path} is not UTF-8 text (is it a JSON file?)") from None
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as err:
         raise ValueError(
             f"{what} config {path} is not valid JSON: {err.msg} at line {err.lineno}, column "
             f"{err.colno}"
         ) from None
+    except NestingError as err:
+        raise ValueError(f"{what} config {path} is {err}: a config nests a few levels") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"{what} config {path} must hold a JSON object of fields, got {type(data).__name__}"

@@ -209,6 +209,46 @@ BOM = b"\xef\xbb\xbf"
 Writers never write one."""
 
 
+# The deepest nesting of objects and arrays a JSON or TOML file may hold. Configs and records
+# nest at most 5 levels; deeper input is refused in one line before anything recurses over it
+# (a 100,000-deep `config.json` used to end in a RecursionError traceback).
+MAX_NESTING = 64
+
+
+class NestingError(ValueError):
+    """Parsed text nested deeper than `MAX_NESTING` levels."""
+
+
+def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
+    """Raise `NestingError` when `value`'s dicts and lists nest deeper than `limit` (an
+    iterative walk: no recursion on the input's depth)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise NestingError(f"nested deeper than {limit} levels of objects and arrays")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads` for untrusted files (the one JSON reader of configs and records): nesting
+    deeper than `MAX_NESTING` raises `NestingError`, malformed text `json.JSONDecodeError`."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise NestingError(
+            f"nested deeper than {MAX_NESTING} levels of objects and arrays"
+        ) from None
+    check_nesting(data)
+    return data
+
+
 class RecordFileError(ValueError):
     """A record file that cannot be read: `path`, `line` (1-based; None for the whole file) and
     `reason`. The message reads `path: line N: reason`."""
@@ -227,11 +267,13 @@ def read_json(path: str | Path) -> Any:
     """
     path = Path(path)
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return loads_json(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise RecordFileError(path, None, "not UTF-8 text") from None
     except json.JSONDecodeError as err:
         raise RecordFileError(path, err.lineno, f"not valid JSON ({err.msg})") from None
+    except NestingError as err:
+        raise RecordFileError(path, None, str(err)) from None
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:
@@ -269,7 +311,9 @@ def read_jsonl(path: str | Path, torn: list[int] | None = None) -> list[dict[str
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line)
+        except NestingError as err:
+            raise RecordFileError(path, index + 1, str(err)) from None
         except json.JSONDecodeError as err:
             if last:
                 if torn is not None:

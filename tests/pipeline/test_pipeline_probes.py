@@ -1,0 +1,137 @@
+"""The probes of issue 36, as a table beside the bad-input table (`test_pipeline_bad_input.py`):
+each is a command line, the exit code it must end with, the text of its one error line, and
+nothing written into its output folder. Families: size fields past the memory they imply (and
+values whose check used to hang or hit Python's int-string limit), flags in the wrong form,
+deeply nested or mistyped JSON and TOML, `--fresh` against another kind of run. The records
+probes (torn and gapped records) are in `tests/toy_mdps/test_toy_train_record_gaps.py` and
+`tests/llm_runs/test_llm_train_resume.py`, the loaded scorer in
+`tests/llm_runs/test_llm_scoring.py`, `--fresh` in `tests/toy_mdps/test_toy_fresh_kind.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gmc_grpo.records import RunWriter
+from pipeline import cli
+
+DEEP = "[" * 100_000 + "]" * 100_000  # nested 100,000 deep: Python's parser recurses on it
+FILES = {
+    "deep.json": DEEP,
+    "deep_object.json": '{"a": ' * 200 + "1" + "}" * 200,
+    "deep.toml": "x = " + "[" * 5_000 + "]" * 5_000 + "\n",
+    "list.json": "[1, 2]",
+}
+HUGE = "9" * 5_000  # past Python's 4,300-digit int-string limit
+
+# (case id, argv, exit code, text the one error line must contain)
+PROBES = [
+    # -- sizes: limited by the memory they imply, checked before anything is written
+    ("sweep-num-groups", ["toy", "sweep", "--quick", "--num-groups", "99999999999"], 2,
+     "SweepConfig.num_groups=99999999999: num_minibatches (400) x num_groups (99999999999)"),
+    ("sweep-group-sizes", ["toy", "sweep", "--quick", "--group-sizes", "100000000"], 2,
+     "use a smaller group_sizes (--group-sizes)"),
+    ("sweep-minibatches-float", ["toy", "sweep", "--num-minibatches", "1e10"], 2,
+     "--num-minibatches '1e10': not a whole number; write it in digits, e.g. --num-minibatches 400"),
+    ("sweep-minibatches-big", ["toy", "sweep", "--num-minibatches", "10000000000"], 2,
+     "use a smaller num_minibatches (--num-minibatches)"),
+    ("train-group-size", ["toy", "train", "--group-size", "100000000"], 2,
+     "TrainConfig.group_size=100000000: seeds (5) x num_groups (8) x group_size (100000000)"),
+    ("train-max-length-hang", ["toy", "train", "--max-length", "100000"], 2,
+     "TrainConfig.max_length=100000: num_prompts 8 x the responses of vocab_size 4"),
+    ("train-max-length-digits", ["toy", "train", "--max-length", "20000"], 2,
+     "more than the 2,000,000 the exact tables enumerate; use a smaller max_length, e.g. 6"),
+    ("sweep-vocab", ["toy", "sweep", "--config", "{vocab.json}"], 2,
+     "SweepConfig.vocab_size=1000000: num_prompts 8 x the responses of vocab_size 1000000"),
+    ("train-huge-int", ["toy", "train", "--num-groups", HUGE], 2,
+     "--num-groups: 5000 digits, past every limit of this value; e.g. --num-groups 4"),
+    # -- messages: the side of the range, a correct example, values cut to a readable length
+    ("train-steps-0", ["toy", "train", "--steps", "0"], 2,
+     "must be a whole number in [1, 10,000,000]; a run makes at least one update, e.g. 400"),
+    ("sweep-group-sizes-empty", ["toy", "sweep", "--group-sizes", ""], 2,
+     "give at least one value, e.g. --group-sizes 2,8,32"),
+    ("sweep-long-value", ["toy", "sweep", "--seeds", "x" * 100_000], 2,
+     "xxx... (100002 characters)"),
+    # -- readers: nesting and type checked, one line naming the file
+    ("sweep-deep-config", ["toy", "sweep", "--config", "{deep.json}"], 2,
+     "deep.json is nested deeper than 64 levels"),
+    ("train-deep-config", ["toy", "train", "--config", "{deep_object.json}"], 2,
+     "deep_object.json is nested deeper than 64 levels"),
+    ("eval-deep-toml", ["llm", "eval", "--config", "{deep.toml}"], 2,
+     "deep.toml is nested deeper than 64 levels"),
+    ("theory-deep-run", ["theory", "--runs", "{deep_run}"], 2, "no toy run the claims table"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def places(tmp_path: Path) -> dict[str, str]:
+    names = {}
+    for name, text in FILES.items():
+        (tmp_path / name).write_text(text)
+        names[name] = str(tmp_path / name)
+    (tmp_path / "vocab.json").write_text(json.dumps({"vocab_size": 10**6, "max_length": 3}))
+    names["vocab.json"] = str(tmp_path / "vocab.json")
+    deep_run = tmp_path / "deep_run" / "run"
+    deep_run.mkdir(parents=True)
+    (deep_run / "config.json").write_text(DEEP)
+    (deep_run / "metrics.jsonl").write_text("")
+    names["deep_run"] = str(tmp_path / "deep_run")
+    return names
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"), [p[1:] for p in PROBES], ids=[p[0] for p in PROBES]
+)
+def test_probe_is_one_line_with_its_exit_code_and_writes_nothing(
+    argv: list[str], code: int, expected: str, places: dict[str, str], tmp_path: Path, capsys
+) -> None:
+    if argv[0] == "llm":
+        pytest.importorskip("transformers", reason="the LLM track needs transformers")
+    out = tmp_path / "out"
+    if argv[0] in ("toy", "llm") and "--out" not in argv:
+        argv = [*argv, "--out", "{out}"]
+    names = {**places, "out": str(out)}
+    filled = []
+    for arg in argv:
+        for name, value in names.items():
+            arg = arg.replace("{" + name + "}", value)
+        filled.append(arg)
+    try:
+        got = cli.main(filled)
+    except SystemExit as stop:
+        got = stop.code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert got == code, captured
+    assert "Traceback" not in captured.err + captured.out
+    assert len(lines) == 1, lines
+    assert expected in lines[0], lines[0]
+    assert len(lines[0]) < 800  # echoed values are cut
+    assert not out.exists(), sorted(out.rglob("*"))
+
+
+def test_figures_skip_a_deeply_nested_run_and_draw_the_rest(tmp_path: Path, capsys) -> None:
+    """One bad run (a 100,000-deep `config.json`, or one that is a JSON list) never sinks the
+    others: `figures` and `figures --list` name it in one line and go on."""
+    root = tmp_path / "runs"
+    with RunWriter(root / "good", {"num_prompts": 4, "method": "gmc"}) as writer:
+        for step in range(3):
+            writer.log_metrics({"step": step, "seed": 0, "policy/objective": 0.1 * step})
+        writer.write_summary({})
+    for name, text in (("deep", DEEP), ("listed", "[1, 2]")):
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(text)
+        (root / name / "metrics.jsonl").write_text('{"step": 0}\n')
+    assert cli.main(["figures", str(root), "--list"]) == 0
+    printed = capsys.readouterr()
+    assert "good" in printed.out and "Traceback" not in printed.err
+    assert "nested deeper than 64 levels" in printed.out + printed.err
+    assert "not a run record (a JSON list" in printed.out + printed.err
+    code = cli.main(["figures", str(root), "--out", str(tmp_path / "figs")])
+    printed = capsys.readouterr()
+    assert code in (0, 1) and "Traceback" not in printed.err
+    skipped = [line for line in printed.out.splitlines() if line.startswith("skipped damaged run")]
+    assert len(skipped) == 2, printed.out
