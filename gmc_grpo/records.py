@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import write_site
 from gmc_grpo.seeding import SEEDING
 
 # The on-disk format's version (`config.json`'s `schema_version`) and what each version means: a
@@ -814,11 +815,12 @@ class RunWriter:
                 os.fsync(handle.fileno())
 
     def _append(self, name: str, row: Mapping[str, Any]) -> None:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = self._handles[name] = open(self.path / name, "a", encoding="utf-8")  # noqa: SIM115
-        handle.write(to_json(row) + "\n")
-        handle.flush()
+        with write_site(self.path / name):  # a full disk names the file
+            handle = self._handles.get(name)
+            if handle is None:
+                handle = self._handles[name] = open(self.path / name, "a", encoding="utf-8")  # noqa: SIM115
+            handle.write(to_json(row) + "\n")
+            handle.flush()
 
     def log_metrics(self, row: Mapping[str, Any]) -> None:
         """Append one learner step's metrics (must contain `step`)."""

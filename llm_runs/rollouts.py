@@ -247,15 +247,22 @@ class RolloutProducer:
         """Version-0 launches from the shared cache, one entry per launch; when any is missing
         the whole call is generated (one engine call) and the missing entries stored."""
         cache = self.cache
-        if not all(cache.contains(start, k) for start in starts):
+        if not all(cache.usable(start, k) for start in starts):  # drops a damaged entry
             block = self._submit(version, starts[0], len(starts) * k, "version-0 launches").result()
             made = {
                 start: block.groups(i * k, (i + 1) * k).trimmed() for i, start in enumerate(starts)
             }
         else:
             made = {}
+
+        def build(start: int) -> TrajectoryBatch:
+            if start not in made:  # an entry found damaged and dropped: generated alone
+                one = self._submit(version, start, k, "a version-0 launch").result()
+                made[start] = one.groups(0, k).trimmed()
+            return made[start]
+
         return [
-            Rollout.ready(cache.get_or_build(start, k, lambda start=start: made[start]))
+            Rollout.ready(cache.get_or_build(start, k, lambda start=start: build(start)))
             for start in starts
         ]
 

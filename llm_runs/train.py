@@ -371,7 +371,7 @@ class Trainer:
         key = rollout_key(
             config, initial_policy_key(config, self.placement.learner_device), overrides
         )
-        return RolloutCache(config.cache_dir, key)
+        return RolloutCache(config.cache_dir, key, notice=self.notice)
 
     def _length_of(self, item: Rollout) -> float:
         """`L` of a launch (a batch or one group): mean response length in units of

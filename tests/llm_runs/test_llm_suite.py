@@ -157,6 +157,35 @@ def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path)
     assert records(tmp_path / "grpo_seed1") != records(tmp_path / "grpo_alone")
 
 
+def test_a_damaged_cache_entry_is_dropped_and_generated_again(tmp_path):
+    """Issue 36: a truncated rollout file (and a damaged initial-policy marker) in the shared
+    cache: the next run drops the entry with a notice naming it, generates it again and writes
+    the records of a run without the cache."""
+    from llm_runs.recipes import config_from_values
+
+    def run(name, cache=None, notes=None):
+        values = {**BASE, "out": str(tmp_path / name), "method": "gmc", "seed": 0}
+        notice = quiet if notes is None else notes.append
+        trainer = Trainer(config_from_values({**values, "cache_dir": cache}), notice=notice)
+        trainer.run()
+        return trainer
+
+    cache = tmp_path / "cache"
+    run("first", cache=str(cache))
+    (entry,) = sorted((cache / "rollouts").rglob("pos00000000_*.safetensors"))[:1]
+    entry.write_bytes(entry.read_bytes()[:-50])  # cut short, as a full disk or a copy leaves it
+    (marker,) = list((cache / "initial_models").glob("*/key.json"))
+    marker.write_text('{"name": ')
+    notes: list[str] = []
+    again = run("again", cache=str(cache), notes=notes)
+    dropped = [n for n in notes if "dropped a damaged rollout-cache entry" in n]
+    assert len(dropped) == 1 and str(entry) in dropped[0] and "generating it again" in dropped[0]
+    assert again.rollouts.cache.dropped == 1
+    assert (again.rollouts.cache.hits, again.rollouts.cache.misses) == (2, 1)
+    run("alone")
+    assert records(tmp_path / "again") == records(tmp_path / "alone")
+
+
 def test_two_seed_two_method_suite(tmp_path):
     """`run_suite` over seeds 0, 1 and TIC, GMC on two processes: one run folder per cell, and
     the analysis equal to a hand computation from the run records. The same suite on one process

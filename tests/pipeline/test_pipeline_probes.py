@@ -135,3 +135,79 @@ def test_figures_skip_a_deeply_nested_run_and_draw_the_rest(tmp_path: Path, caps
     assert code in (0, 1) and "Traceback" not in printed.err
     skipped = [line for line in printed.out.splitlines() if line.startswith("skipped damaged run")]
     assert len(skipped) == 2, printed.out
+
+
+TOY = ["toy", "train", "--num-prompts", "2", "--max-length", "3", "--num-groups", "2",
+       "--group-size", "4", "--seeds", "0", "--steps", "4", "--checkpoint-every", "2",
+       "--no-progress", "--no-figures"]  # fmt: skip
+
+
+def test_a_full_disk_is_one_line_naming_the_checkpoint_and_the_rerun_continues(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """safetensors reports a full disk as a `SafetensorError` (a 40-line traceback before): now
+    exit status 1 and one line naming the checkpoint folder and the fix; after space is freed
+    the same command continues and writes the records of an uninterrupted run."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from gmc_grpo.records import read_jsonl
+
+    straight, full = tmp_path / "straight", tmp_path / "full"
+    assert cli.main([*TOY, "--out", str(straight)]) == 0
+    real = safetensors.torch.save_file
+    calls = []
+
+    def fills_up(tensors, filename, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        calls.append(filename)
+        if len(calls) == 2:  # the second checkpoint: the disk is full
+            raise SafetensorError(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            )
+        return real(tensors, filename, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", fills_up)
+    capsys.readouterr()
+    assert cli.main([*TOY, "--out", str(full)]) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "checkpoints/step_000004: No space left on device [errno 28]" in lines[0]
+    assert "free space on that disk" in lines[0]
+    monkeypatch.setattr(safetensors.torch, "save_file", real)
+    assert cli.main([*TOY, "--out", str(full)]) == 0
+    assert read_jsonl(full / "metrics.jsonl") == read_jsonl(straight / "metrics.jsonl")
+
+
+def test_ctrl_c_is_exit_130_without_a_traceback(tmp_path: Path, capsys, monkeypatch) -> None:
+    from toy_mdps.train.learner import AsyncLearner
+
+    def interrupted(self):  # noqa: ANN001, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(AsyncLearner, "train_step", interrupted)
+    assert cli.main([*TOY, "--out", str(tmp_path / "run")]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1 and "interrupted (Ctrl-C)" in err
+
+
+def test_a_failed_command_removes_the_folders_it_created(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("transformers", reason="the LLM track needs transformers")
+    toy_run = tmp_path / "toy"
+    assert cli.main([*TOY, "--out", str(toy_run)]) == 0
+    for run in ("/nonexistent", str(toy_run)):
+        out = tmp_path / "o" / "deeper"
+        assert cli.main(["llm", "bias", "--run", run, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err
+        assert not (tmp_path / "o").exists()
+    assert "holds another kind of run" in err
+
+
+def test_an_over_long_folder_name_is_bad_input(tmp_path: Path, capsys) -> None:
+    out = tmp_path / ("a" * 300)
+    assert cli.main([*TOY, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1 and "too long for the file system" in err and "free space" not in err
+    )
+    assert "(" in err and len(err) < 400  # the name is cut
