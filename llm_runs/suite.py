@@ -53,7 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import resolve_aliases
-from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
+from gmc_grpo.records import (
+    atomic_write_json,
+    atomic_write_text,
+    environment_info,
+    read_json_object,
+    read_run,
+    record_gaps,
+)
 from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
 from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval
@@ -256,8 +263,10 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
     out = Path(values["out"])
     with run_lock(out):  # held across the check and the run (train() takes it again)
         summary_path = out / "summary.json"
-        if summary_path.is_file():
-            return json.loads(summary_path.read_text())
+        if summary_path.is_file() and record_gaps(read_run(out)) is None:
+            return read_json_object(summary_path)
+        # unfinished, or finished with torn or missing rows (not finished: the resume cuts
+        # back to the newest checkpoint its records reach and computes the rest again)
         values = dict(values)
         if ckpt.latest_checkpoint(out) is not None:
             values["resume"] = True
@@ -429,6 +438,9 @@ class SuiteAnalysis:
     intervals: dict[tuple[int, str, str], dict[str, float]] = field(default_factory=dict)
     paired: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """runs left out because their records have gaps (`gmc_grpo.records.record_gaps`): name
+    and what they lack"""
 
     def to_json(self) -> dict[str, Any]:
         def key(k: tuple[int, str, str]) -> str:
@@ -443,6 +455,7 @@ class SuiteAnalysis:
             "intervals": {key(k): v for k, v in self.intervals.items()},
             "paired": self.paired,
             "runs": self.runs,
+            "skipped": self.skipped,
         }
 
 
@@ -504,8 +517,13 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
     root = Path(folder)
     measures: dict[tuple[int, str, int], dict[str, float | None]] = {}
     runs = []
+    skipped: list[str] = []
     for path, config in _suite_cells(root):
         record = read_run(path)
+        gaps = record_gaps(record)
+        if gaps is not None:  # not finished: its records lack rows (rerun the suite)
+            skipped.append(f"{path.name}: {gaps}")
+            continue
         key = (int(config.get("delay", 0)), str(config["method"]), int(config["seed"]))
         measures[key] = run_measures(record.metrics, record.evals, final_fraction)
         runs.append({"run": path.name, "delay": key[0], "method": key[1], "seed": key[2]})
@@ -513,6 +531,7 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
         raise FileNotFoundError(f"{root} holds no finished run (a folder with summary.json)")
     analysis = analyse_records(measures, final_fraction)
     analysis.runs = runs
+    analysis.skipped = skipped
     return analysis
 
 
@@ -544,6 +563,8 @@ def suite_markdown(analysis: SuiteAnalysis, machine: str | None = None) -> str:
         for method in analysis.methods:
             cells = [_fmt(analysis.intervals.get((delay, method, m))) for m in MEASURES]
             lines.append(f"| {delay} | {method} | " + " | ".join(cells) + " |")
+    if analysis.skipped:
+        lines += ["", "Left out (records with gaps, not finished): " + "; ".join(analysis.skipped)]
     lines += [
         "",
         "Paired differences over seeds (95% interval); **holds** only when the interval excludes "

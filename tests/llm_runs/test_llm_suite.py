@@ -317,3 +317,26 @@ def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
     handed.put("2")
     _pin_worker(handed)  # what each worker process runs first
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
+    """Issue 36: a run whose metrics lack rows (a torn last line beside its summary) is left out
+    of the analysis and named under the table (`_run_one` resumes such a run, not reuses it)."""
+    from gmc_grpo.records import RunWriter
+    from llm_runs import suite
+
+    for seed in (0, 1):
+        config = {"method": "gmc", "seed": seed, "delay": 2, "inner_steps": 1,
+                  "checkpoint_every": 2, "total_steps": 4}  # fmt: skip
+        with RunWriter(tmp_path / f"gmc_d2_seed{seed}", config) as writer:
+            for step in range(4):
+                writer.log_metrics({"step": step, "reward/mean": 0.1 * step})
+            writer.write_summary({"steps": 4})
+    metrics = tmp_path / "gmc_d2_seed1" / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes()[:-20])
+    analysis = suite.analyse_suite(tmp_path)
+    assert [r["seed"] for r in analysis.runs] == [0]
+    assert analysis.skipped == [
+        "gmc_d2_seed1: 1 missing metrics rows (step 3); metrics.jsonl line 4 torn"
+    ]
+    assert "Left out (records with gaps, not finished): gmc_d2_seed1" in suite_markdown(analysis)
