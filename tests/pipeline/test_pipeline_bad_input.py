@@ -193,7 +193,7 @@ CASES = [
     ("figures-out-read-only", ["figures", "{runs}", "--out", "{read_only}/figs"],
      "cannot write into"),
     ("theory-flag-type", ["theory", "--eps", "abc"], "invalid float value: 'abc'"),
-    ("reproduce-stage", ["reproduce", "--only", "nope", "--out", "{out}"], "unknown stage(s)"),
+    ("reproduce-stage", ["reproduce", "--only", "nope", "--out", "{out}"], "--only nope: not a stage"),
     ("reproduce-out-file", ["reproduce", "--out", "{not_a_folder}"], "is a file"),
 ]  # fmt: skip
 

@@ -55,6 +55,10 @@ PROBES = [
      "give at least one value, e.g. --group-sizes 2,8,32"),
     ("sweep-long-value", ["toy", "sweep", "--seeds", "x" * 100_000], 2,
      "xxx... (100002 characters)"),
+    ("reproduce-only", ["reproduce", "--only", "nope", "--out", "{out}"], 2,
+     "--only nope: not a stage; choose from bounds,"),
+    ("train-grad-clip", ["toy", "train", "--grad-clip", "-1"], 2,
+     "or none to disable clipping (--grad-clip none; null in a JSON config)"),
     # -- readers: nesting and type checked, one line naming the file
     ("sweep-deep-config", ["toy", "sweep", "--config", "{deep.json}"], 2,
      "deep.json is nested deeper than 64 levels"),

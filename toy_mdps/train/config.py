@@ -165,7 +165,12 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
         if not 0 <= self.min_lr_ratio <= 1:
             raise bad("min_lr_ratio", "must be in [0, 1]")
         if self.grad_clip is not None:
-            check_number(self, "grad_clip", above=0.0, hint="or null to disable clipping")
+            check_number(
+                self,
+                "grad_clip",
+                above=0.0,
+                hint="or none to disable clipping (--grad-clip none; null in a JSON config)",
+            )
         check_seeds(self)
         for name in ("run_seed", "init_seed"):
             check_seed(self, name)
