@@ -206,5 +206,7 @@ def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path
     assert find_runs([tmp_path]) == [gapped, good]
     evidence = collect_evidence([tmp_path])
     assert len(evidence.tracked) == 1  # the good run
-    (problem,) = evidence.problems
-    assert str(gapped) in problem and "lacks 1 of the" in problem and "(seed 1: step 2)" in problem
+    gap, damaged = evidence.problems
+    assert str(gapped) in gap and "lacks 1 of the" in gap and "(seed 1: step 2)" in gap
+    assert damaged.startswith("skipped a damaged run: ") and "listed/config.json" in damaged
+    assert "not a JSON object" in damaged
