@@ -370,7 +370,7 @@ def test_a_hanging_comparison_is_killed_and_the_worker_replaced() -> None:
 
 
 def test_workers_run_under_the_memory_limit() -> None:
-    with Scorer(num_workers=1, timeout_s=5.0, memory_mb=400) as small:
+    with Scorer(num_workers=1, timeout_s=2.0, memory_mb=400) as small:
         # 2^(2^31) would need ~256 MB as an integer: the worker fails or times out, not the host.
         verdicts = small.score(["\\boxed{2^{2^{31}}}", "\\boxed{0.25}"], ["1", "\\frac14"])
         assert verdicts == [False, True]
