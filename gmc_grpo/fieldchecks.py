@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
 
-from gmc_grpo.configs import config_error
+from gmc_grpo.configs import config_error, echo
 
 # A toy step on the default MDP takes about 7 ms on one core and writes about 450 bytes of
 # `metrics.jsonl` per learner seed (400 steps x 5 seeds: 0.9 MB, 2-core AMD EPYC): 10 million
@@ -229,18 +229,6 @@ def toy_memory_problem(factors: Sequence[tuple[str, Any]], slots: int) -> str | 
         f"{named} responses of {echo(slots)} token slots need more than {gib:.0f} GiB at "
         f"{TOY_BYTES_PER_TOKEN_SLOT} bytes a slot (measured, gmc_grpo.fieldchecks)"
     )
-
-
-def echo(value: Any, limit: int = 60) -> str:
-    """`repr(value)` cut to `limit` characters for a message (`'aaaa...' (100000 characters)`);
-    a huge integer by its digit count (never converted whole: Python refuses more than 4,300
-    digits)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"a {value.bit_length() * 30103 // 100000 + 1}-digit number"
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[: limit - 3]}... ({len(text)} characters)"
 
 
 # -- command lines -----------------------------------------------------------------------------

@@ -217,7 +217,8 @@ MAX_NESTING = 64
 
 
 class NestingError(ValueError):
-    """Parsed text nested deeper than `MAX_NESTING` levels."""
+    """Text past the reader's limits: nested deeper than `MAX_NESTING` levels, or a number with
+    more digits than Python converts (4,300)."""
 
 
 def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
@@ -233,7 +234,7 @@ def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
         else:
             continue
         if depth > limit:
-            raise NestingError(f"nested deeper than {limit} levels of objects and arrays")
+            raise NestingError(f"is nested deeper than {limit} levels of objects and arrays")
         stack.extend((child, depth + 1) for child in children)
 
 
@@ -244,8 +245,12 @@ def loads_json(text: str | bytes) -> Any:
         data = json.loads(text)
     except RecursionError:
         raise NestingError(
-            f"nested deeper than {MAX_NESTING} levels of objects and arrays"
+            f"is nested deeper than {MAX_NESTING} levels of objects and arrays"
         ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python's int-string limit
+        raise NestingError("holds a number of more than 4,300 digits") from None
     check_nesting(data)
     return data
 

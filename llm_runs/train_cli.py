@@ -214,7 +214,7 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
         except json.JSONDecodeError:
             values[key] = raw
         except NestingError as err:
-            raise ValueError(f"--set {echo(key, 40)}=...: the value is {err}") from None
+            raise ValueError(f"--set {echo(key, 40)}=...: the value {err}") from None
     if "out" not in values:
         if not args.recipe:
             raise ValueError(

@@ -24,6 +24,8 @@ FILES = {
     "deep_object.json": '{"a": ' * 200 + "1" + "}" * 200,
     "deep.toml": "x = " + "[" * 5_000 + "]" * 5_000 + "\n",
     "list.json": "[1, 2]",
+    "digits.json": '{"num_groups": ' + "9" * 5_000 + "}",
+    "long_method.json": '{"methods": ["' + "x" * 100_000 + '"]}',
 }
 HUGE = "9" * 5_000  # past Python's 4,300-digit int-string limit
 
@@ -66,6 +68,10 @@ PROBES = [
      "deep_object.json is nested deeper than 64 levels"),
     ("eval-deep-toml", ["llm", "eval", "--config", "{deep.toml}"], 2,
      "deep.toml is nested deeper than 64 levels"),
+    ("sweep-digits-config", ["toy", "sweep", "--config", "{digits.json}"], 2,
+     "digits.json holds a number of more than 4,300 digits"),
+    ("sweep-long-config-value", ["toy", "sweep", "--config", "{long_method.json}"], 2,
+     "SweepConfig.methods=['xxxx"),
     ("theory-deep-run", ["theory", "--runs", "{deep_run}"], 2, "no toy run the claims table"),
 ]  # fmt: skip
 
