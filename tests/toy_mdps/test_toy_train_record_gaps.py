@@ -87,3 +87,26 @@ def test_rows_ahead_of_the_checkpoint_are_cut_back_and_computed_again(tmp_path, 
     _cut(broken / "metrics.jsonl", 37)  # step 4 of seed 1 torn
     assert _cli(capsys, *FLAGS, "--out", str(broken))[0] == 0
     assert read_jsonl(broken / "metrics.jsonl") == read_jsonl(straight / "metrics.jsonl")
+
+
+def test_an_experiment_point_with_gaps_is_computed_again(tmp_path, capsys) -> None:
+    """In an experiment a point is its config alone, so a point whose records lack rows is
+    computed again from step 0 with a note, and the experiment goes on (one bad folder does
+    not sink the rest); its rows come back identical."""
+    from toy_mdps.train.config import ExperimentConfig
+    from toy_mdps.train.run import run_experiment
+
+    base = dict(num_prompts=2, max_length=3, num_groups=2, group_size=4, seeds=[0, 1],
+                total_steps=4, checkpoint_every=2)  # fmt: skip
+    config = ExperimentConfig(name="e", kind="runs", base=base, grid={"method": ["gmc", "tic"]})
+    out = tmp_path / "e"
+    run_experiment(config, out, progress=False)
+    point = out / "method=gmc"
+    whole = (point / "metrics.jsonl").read_bytes()
+    _cut(point / "metrics.jsonl", 37)
+    capsys.readouterr()
+    run_experiment(config, out, progress=False)
+    err = capsys.readouterr().err
+    assert "lacks 1 row that its checkpoint step_000004 covers (seed 1: step 3)" in err
+    assert f"computing {point} again from step 0" in err
+    assert (point / "metrics.jsonl").read_bytes() == whole

@@ -55,6 +55,7 @@ from gmc_grpo.checkpoints import (
     write_state,
 )
 from gmc_grpo.records import (
+    RecordGapError,
     RecordsExistError,
     RunWriter,
     atomic_write_json,
@@ -378,7 +379,19 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
 
 def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> dict[str, Any]:
     """One point of an experiment in a worker process (`run_experiment(jobs > 1)`)."""
-    summary = train(TrainConfig.from_dict(config_dict), run_dir, resume=resume)
+    return _point(TrainConfig.from_dict(config_dict), run_dir, resume)
+
+
+def _point(config: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    """One point of an experiment: `train`, or, when the point's records lack rows its
+    checkpoint covers, the point computed again from step 0 with a note (a point is its config
+    alone: no extension or config change ever continued it, so the same rows come back)."""
+    try:
+        summary = train(config, run_dir, resume=resume)
+    except RecordGapError as gap:
+        print(f"note: {gap.args[0].split(', so continuing')[0]}; computing {run_dir} again from "
+              "step 0", file=sys.stderr)  # fmt: skip
+        summary = train(config, run_dir, resume=False)
     assert summary is not None
     return summary
 
@@ -428,7 +441,7 @@ def run_experiment(
             summaries = []
             for label, cfg, _ in points:
                 bar.set_postfix_str(label)
-                summaries.append(train(cfg, out_dir / label, resume=not fresh))
+                summaries.append(_point(cfg, out_dir / label, not fresh))
                 bar.update(1)
         else:
             pool = worker_pool(jobs, single_thread)
