@@ -57,6 +57,12 @@ MAX_SCORER_TIMEOUT_S = 3_600.0
 # --num-groups 2 --seeds 0` (T = 6) about 480 bytes per response, 69 per slot; `toy sweep` with
 # M = 1000, B = 10, G = 100 about 420 bytes per response, 60 per slot; the larger is used.
 TOY_BYTES_PER_TOKEN_SLOT = 70
+# An LLM rollout batch (`llm_runs.batch.TrajectoryBatch`) holds, per token slot of its B x G
+# sequences of up to max_prompt_tokens + max_completion_tokens tokens, an int32 token id and two
+# float32 log-probs: 12 bytes (our reading of its documented dtypes). 2**30 slots are 12 GiB on
+# the host before any model memory: past every recipe (the paper's batch is 64 x 8 x 5,120 =
+# 2.6 million slots) and short of a `group_size=100000000` that ran on without end.
+MAX_LLM_BATCH_TOKENS = 2**30
 # The most memory a toy config may ask for: beyond it `toy sweep --num-groups 99999999999` ended
 # in a RuntimeError from torch after writing config.json.
 MAX_TOY_MEMORY_BYTES = 16 * 2**30
@@ -229,6 +235,22 @@ def toy_memory_problem(factors: Sequence[tuple[str, Any]], slots: int) -> str | 
         f"{named} responses of {echo(slots)} token slots need more than {gib:.0f} GiB at "
         f"{TOY_BYTES_PER_TOKEN_SLOT} bytes a slot (measured, gmc_grpo.fieldchecks)"
     )
+
+
+def batch_tokens_problem(counts: Sequence[tuple[str, Any]]) -> str | None:
+    """None when the product of `counts` (`(field, value)`: groups, group size, tokens per
+    sequence) is at most `MAX_LLM_BATCH_TOKENS`, else the rule in words (the product stops past
+    the limit: no huge number is built)."""
+    total = 1
+    for _, value in counts:
+        total *= int(value)
+        if total > MAX_LLM_BATCH_TOKENS:
+            named = " x ".join(f"{name} ({echo(value)})" for name, value in counts)
+            return (
+                f"a rollout batch of {named} token slots is more than {MAX_LLM_BATCH_TOKENS:,} "
+                "(12 GiB of token ids and log-probs at 12 bytes a slot, gmc_grpo.fieldchecks)"
+            )
+    return None
 
 
 # -- command lines -----------------------------------------------------------------------------

@@ -50,9 +50,17 @@ PROBES = [
      "SweepConfig.vocab_size=1000000: num_prompts 8 x the responses of vocab_size 1000000"),
     ("train-huge-int", ["toy", "train", "--num-groups", HUGE], 2,
      "--num-groups: 5000 digits, past every limit of this value; e.g. --num-groups 4"),
+    ("llm-group-size", ["llm", "train", "--recipe", "tiny", "--set", "group_size=100000000"], 2,
+     "TrainConfig.group_size=100000000: a rollout batch of num_groups (8) x group_size"),
+    ("llm-completion", ["llm", "train", "--recipe", "tiny", "--set",
+                        "max_completion_tokens=100000000000"], 2,
+     "use a smaller max_completion_tokens (--set max_completion_tokens=...)"),
     # -- messages: the side of the range, a correct example, values cut to a readable length
     ("train-steps-0", ["toy", "train", "--steps", "0"], 2,
      "must be a whole number in [1, 10,000,000]; a run makes at least one update, e.g. 400"),
+    ("llm-steps", ["llm", "train", "--recipe", "tiny", "--set", "total_steps=-5"], 2,
+     "TrainConfig.total_steps=-5: must be a whole number in [1, 10,000,000]; a run makes at least "
+     "one update, e.g. 400"),
     ("sweep-group-sizes-empty", ["toy", "sweep", "--group-sizes", ""], 2,
      "give at least one value, e.g. --group-sizes 2,8,32"),
     ("sweep-long-value", ["toy", "sweep", "--seeds", "x" * 100_000], 2,
