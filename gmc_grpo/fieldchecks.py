@@ -18,6 +18,7 @@ The upper limits, with the reason for each:
 | `MAX_THREADS`          | 1,024      | more torch threads than any CPU has cores                 |
 | `MAX_SCORER_TIMEOUT_S` | 3,600      | a comparison still running after an hour is a hang        |
 | `MAX_TOY_MEMORY_BYTES` | 16 GiB     | the sampled responses a toy size field implies (below)    |
+| `MAX_LLM_BATCH_TOKENS` | 2**30      | token slots of an LLM rollout batch (12 GiB on the host)  |
 
 The toy size fields (`seeds`, `num_groups`, `group_size`, `group_sizes`, `num_minibatches`,
 `max_length`) are limited by the memory their product implies (`toy_memory_problem`), computed
