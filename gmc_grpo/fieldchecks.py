@@ -48,9 +48,8 @@ MAX_TOTAL_STEPS = 10_000_000
 MAX_NUM_WORKERS = 100_000
 # torch's intra-op pool: more threads than cores only slows a run; no CPU we know has 1,024 cores.
 MAX_THREADS = 1_024
-# seconds one answer comparison may take (`EvalConfig.scorer_timeout_s`): math-verify's inner
-# timeout is a whole number of seconds for `signal.alarm`, and a comparison still running after
-# an hour is a hang, not a verdict
+# CPU seconds one answer comparison may take (`EvalConfig.scorer_timeout_s`, counted in the
+# scoring worker): a comparison still running after an hour is a hang, not a verdict
 MAX_SCORER_TIMEOUT_S = 3_600.0
 # Memory of the sampled responses of a toy step (`toy train`: seeds x B x G responses) or of a
 # sweep cell (`toy sweep`: M x B x G), each with `max_length + 1` token slots. Measured on the

@@ -74,7 +74,9 @@ class EvalConfig:
     scorer_workers: int | None = None
     """scoring processes (default: all cores)."""
     scorer_timeout_s: float = 5.0
-    """wall-clock limit of one answer comparison (then counted incorrect)."""
+    """limit on the CPU time (seconds) of one answer comparison, counted in its worker; one that
+    reaches it is retried once at twice the limit, then counted incorrect and in the evaluation
+    row's `scoring_timeouts` (`llm_runs.scoring.Scorer`)."""
     scorer_memory_mb: int = 2048
     """address-space limit of each scoring process."""
     scorer_decimal_rel_tol: float | None = None
