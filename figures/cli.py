@@ -39,7 +39,8 @@ class FiguresResult:
     """What `write_all` made: `written[name] = paths`, `skipped[name] = reason`, the Markdown of
     each table, each item's notes, the inventory of runs found (Markdown: counts, then a table
     under `<details>`), the damaged runs skipped (`damaged`: one `path: line N: reason` line
-    each) and the record files read without their torn last line (`torn`, the same form)."""
+    each) and the record files read without their torn last line or with missing rows (`torn`,
+    the same form)."""
 
     out: Path
     written: dict[str, list[Path]] = field(default_factory=dict)
@@ -58,7 +59,7 @@ class FiguresResult:
             lines += ["## Damaged runs (skipped)", ""]
             lines += [f"- {line}" for line in self.damaged] + [""]
         if self.torn:
-            lines += ["## Torn records (read without their last line)", ""]
+            lines += ["## Torn or gapped records (drawn from the rows they hold)", ""]
             lines += [f"- {line}" for line in self.torn] + [""]
         lines += ["## Produced", ""]
         if not self.written:

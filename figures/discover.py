@@ -31,7 +31,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import RECORD_FILES, RecordFileError, RunRecord, read_json, read_run
+from gmc_grpo.records import (
+    RECORD_FILES,
+    RecordFileError,
+    RunRecord,
+    describe_missing,
+    missing_metric_rows,
+    read_json,
+    read_run,
+)
 
 SKIP_DIRS = frozenset(
     {
@@ -110,6 +118,9 @@ class Run:
         parts.append(f"steps={len(self.metrics)}")
         if self.torn:
             parts.append("(torn last line left out: " + ", ".join(sorted(self.torn)) + ")")
+        missing = missing_metric_rows(self.record)
+        if missing:
+            parts.append(f"(missing rows: {describe_missing(missing)})")
         if self.evals:
             steps = self.eval_steps
             span = f"{steps[0]}..{steps[-1]}" if steps else "-"
@@ -465,17 +476,32 @@ TORN_NOTE = (
 )
 
 
+GAP_NOTE = (
+    "drawn with the gap (a run stopped before it wrote them, or rows deleted); resuming the run "
+    "refuses it or computes them again"
+)
+
+
 def torn_records(runs: Sequence[Run], root: str | Path | None = None) -> list[str]:
-    """One line per record file whose torn last line was left out: `path: line N: why` (paths
-    relative to `root`), each file once (a toy run split into several `Run`s shares its
-    records)."""
+    """One line per record file whose torn last line was left out (`path: line N: why`) and
+    one per run whose metrics lack rows (`path: missing rows (seed 1: step 19): why`,
+    `gmc_grpo.records.missing_metric_rows`); paths relative to `root`, each file once (a toy
+    run split into several `Run`s shares its records)."""
     base = Path(root) if root is not None else None
-    seen: dict[Path, str] = {}
+    seen: dict[tuple[Path, str], str] = {}
     for run in runs:
         for name, line in run.torn.items():
             path = run.path / name
-            seen.setdefault(path, f"{_relative(path, base)}: line {line}: {TORN_NOTE}")
-    return [seen[path] for path in sorted(seen)]
+            seen.setdefault((path, "torn"), f"{_relative(path, base)}: line {line}: {TORN_NOTE}")
+        path = run.path / "metrics.jsonl"
+        if (path, "gap") not in seen:
+            missing = missing_metric_rows(run.record)
+            if missing:
+                seen[(path, "gap")] = (
+                    f"{_relative(path, base)}: missing rows ({describe_missing(missing)}): "
+                    f"{GAP_NOTE}"
+                )
+    return [seen[key] for key in sorted(seen)]
 
 
 def inventory(

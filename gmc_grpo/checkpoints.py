@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import write_site
 from gmc_grpo.filemodes import give_plain_mode
 
 STATE_FORMAT = "gmc-grpo-state"
@@ -362,8 +363,9 @@ def save_step_folder(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
-        write(tmp)
-        give_plain_mode(tmp)  # the umask's modes (safetensors and save_pretrained write 0600)
+        with write_site(final):  # a full disk: one line naming the checkpoint, not a traceback
+            write(tmp)
+            give_plain_mode(tmp)  # the umask's modes (safetensors and save_pretrained write 0600)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.records import NestingError, loads_json
+
 # old field name -> the name that replaced it
 RENAMED_FIELDS: dict[str, str] = {
     "learning_rate": "lr",
@@ -43,8 +45,21 @@ RENAMED_VALUES: dict[str, dict[Any, str]] = {
 
 
 def config_error(config: Any, name: str, why: str) -> ValueError:
-    """`ValueError("<Class>.<field>=<value>: <why>")` for a config field that fails a check."""
-    return ValueError(f"{type(config).__name__}.{name}={getattr(config, name)!r}: {why}")
+    """`ValueError("<Class>.<field>=<value>: <why>")` for a config field that fails a check
+    (the value cut to a readable length, `echo`)."""
+    return ValueError(f"{type(config).__name__}.{name}={echo(getattr(config, name), 80)}: {why}")
+
+
+def echo(value: Any, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters for a message (`'aaaa...' (100000 characters)`);
+    a huge integer by its digit count (never converted whole: Python refuses more than 4,300
+    digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"a {value.bit_length() * 30103 // 100000 + 1}-digit number"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 3]}... ({len(text)} characters)"
 
 
 def resolve_aliases(cls: Any, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -200,12 +215,14 @@ def read_json_config(
     except UnicodeDecodeError:
         raise ValueError(f"{what} config {path} is not UTF-8 text (is it a JSON file?)") from None
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as err:
         raise ValueError(
             f"{what} config {path} is not valid JSON: {err.msg} at line {err.lineno}, column "
             f"{err.colno}"
         ) from None
+    except NestingError as err:
+        raise ValueError(f"{what} config {path} {err}") from None
     if not isinstance(data, dict):
         raise ValueError(
             f"{what} config {path} must hold a JSON object of fields, got {type(data).__name__}"

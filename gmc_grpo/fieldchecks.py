@@ -17,6 +17,13 @@ The upper limits, with the reason for each:
 | `MAX_NUM_WORKERS`      | 100,000    | past what a worker schedule holds in memory (below)       |
 | `MAX_THREADS`          | 1,024      | more torch threads than any CPU has cores                 |
 | `MAX_SCORER_TIMEOUT_S` | 3,600      | a comparison still running after an hour is a hang        |
+| `MAX_TOY_MEMORY_BYTES` | 16 GiB     | the sampled responses a toy size field implies (below)    |
+| `MAX_LLM_BATCH_TOKENS` | 2**30      | token slots of an LLM rollout batch (12 GiB on the host)  |
+
+The toy size fields (`seeds`, `num_groups`, `group_size`, `group_sizes`, `num_minibatches`,
+`max_length`) are limited by the memory their product implies (`toy_memory_problem`), computed
+before anything is sampled or written, and with no arithmetic on the values' size that could
+itself hang (the product stops at the limit).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
 
-from gmc_grpo.configs import config_error
+from gmc_grpo.configs import config_error, echo
 
 # A toy step on the default MDP takes about 7 ms on one core and writes about 450 bytes of
 # `metrics.jsonl` per learner seed (400 steps x 5 seeds: 0.9 MB, 2-core AMD EPYC): 10 million
@@ -41,10 +48,24 @@ MAX_TOTAL_STEPS = 10_000_000
 MAX_NUM_WORKERS = 100_000
 # torch's intra-op pool: more threads than cores only slows a run; no CPU we know has 1,024 cores.
 MAX_THREADS = 1_024
-# seconds one answer comparison may take (`EvalConfig.scorer_timeout_s`): math-verify's inner
-# timeout is a whole number of seconds for `signal.alarm`, and a comparison still running after
-# an hour is a hang, not a verdict
+# CPU seconds one answer comparison may take (`EvalConfig.scorer_timeout_s`, counted in the
+# scoring worker): a comparison still running after an hour is a hang, not a verdict
 MAX_SCORER_TIMEOUT_S = 3_600.0
+# Memory of the sampled responses of a toy step (`toy train`: seeds x B x G responses) or of a
+# sweep cell (`toy sweep`: M x B x G), each with `max_length + 1` token slots. Measured on the
+# shared 2-core AMD EPYC (peak RSS above a G = 4 run): `toy train --group-size 1000000
+# --num-groups 2 --seeds 0` (T = 6) about 480 bytes per response, 69 per slot; `toy sweep` with
+# M = 1000, B = 10, G = 100 about 420 bytes per response, 60 per slot; the larger is used.
+TOY_BYTES_PER_TOKEN_SLOT = 70
+# An LLM rollout batch (`llm_runs.batch.TrajectoryBatch`) holds, per token slot of its B x G
+# sequences of up to max_prompt_tokens + max_completion_tokens tokens, an int32 token id and two
+# float32 log-probs: 12 bytes (our reading of its documented dtypes). 2**30 slots are 12 GiB on
+# the host before any model memory: past every recipe (the paper's batch is 64 x 8 x 5,120 =
+# 2.6 million slots) and short of a `group_size=100000000` that ran on without end.
+MAX_LLM_BATCH_TOKENS = 2**30
+# The most memory a toy config may ask for: beyond it `toy sweep --num-groups 99999999999` ended
+# in a RuntimeError from torch after writing config.json.
+MAX_TOY_MEMORY_BYTES = 16 * 2**30
 
 
 # -- predicates --------------------------------------------------------------------------------
@@ -163,28 +184,73 @@ def check_seeds(config: Any, name: str = "seeds") -> None:
         raise config_error(config, name, problem)
 
 
-# field -> (lowest, highest, why the highest and the fix): the fields with an upper limit
-LIMITED_FIELDS: dict[str, tuple[int, int, str]] = {
+# field -> (lowest, highest, why the highest and the fix, the fix of a value below the lowest)
+LIMITED_FIELDS: dict[str, tuple[int, int, str, str]] = {
     "total_steps": (
         1,
         MAX_TOTAL_STEPS,
-        "more updates than any run finishes (a toy step writes a record row per seed); lower it "
-        "(--steps)",
+        "more updates than any run finishes (every update writes a record row); lower it",
+        "a run makes at least one update, e.g. 400",
     ),
     "num_workers": (
         1,
         MAX_NUM_WORKERS,
         "each worker holds a group in flight, in memory and in every checkpoint; use fewer "
-        "workers (--workers, e.g. 64)",
+        "workers, e.g. 64",
+        "the worker schedule needs at least one worker, e.g. 64",
     ),
 }
 
 
 def check_limited(config: Any, name: str) -> None:
     """`config.<name>` a whole number within its limits (`LIMITED_FIELDS`): `total_steps` in
-    `[1, MAX_TOTAL_STEPS]`, `num_workers` in `[1, MAX_NUM_WORKERS]`."""
-    low, high, hint = LIMITED_FIELDS[name]
+    `[1, MAX_TOTAL_STEPS]`, `num_workers` in `[1, MAX_NUM_WORKERS]`. The hint fits the side:
+    "lower it" only for a value above the limit."""
+    low, high, too_high, too_low = LIMITED_FIELDS[name]
+    value = getattr(config, name)
+    hint = too_high if is_int_at_least(value, low) else too_low
     check_count(config, name, low, high, hint)
+
+
+def toy_memory_problem(factors: Sequence[tuple[str, Any]], slots: int) -> str | None:
+    """None when `prod(values) * slots * TOY_BYTES_PER_TOKEN_SLOT` bytes fit
+    `MAX_TOY_MEMORY_BYTES`, else the rule in words naming every factor.
+
+    `factors`: `(name, value)` of each count multiplied (e.g. `("seeds", 5), ("num_groups", 4),
+    ("group_size", 8)`), each a whole number >= 1 (checked before); `slots`: token slots per
+    response (`max_length + 1`). The product stops once past the limit, so huge values cost
+    nothing (`toy train --group-size 10**4000` is refused at once).
+    """
+    budget = MAX_TOY_MEMORY_BYTES // TOY_BYTES_PER_TOKEN_SLOT
+    total = max(1, slots)
+    for _, value in factors:
+        total *= int(value)
+        if total > budget:
+            break
+    if total <= budget:
+        return None
+    named = " x ".join(f"{name} ({echo(value)})" for name, value in factors)
+    gib = MAX_TOY_MEMORY_BYTES / 2**30
+    return (
+        f"{named} responses of {echo(slots)} token slots need more than {gib:.0f} GiB at "
+        f"{TOY_BYTES_PER_TOKEN_SLOT} bytes a slot (measured, gmc_grpo.fieldchecks)"
+    )
+
+
+def batch_tokens_problem(counts: Sequence[tuple[str, Any]]) -> str | None:
+    """None when the product of `counts` (`(field, value)`: groups, group size, tokens per
+    sequence) is at most `MAX_LLM_BATCH_TOKENS`, else the rule in words (the product stops past
+    the limit: no huge number is built)."""
+    total = 1
+    for _, value in counts:
+        total *= int(value)
+        if total > MAX_LLM_BATCH_TOKENS:
+            named = " x ".join(f"{name} ({echo(value)})" for name, value in counts)
+            return (
+                f"a rollout batch of {named} token slots is more than {MAX_LLM_BATCH_TOKENS:,} "
+                "(12 GiB of token ids and log-probs at 12 bytes a slot, gmc_grpo.fieldchecks)"
+            )
+    return None
 
 
 # -- command lines -----------------------------------------------------------------------------
@@ -214,8 +280,8 @@ def _parse_list(text: str, flag: str, example: str, convert: Any, what: str) -> 
             value = None
         if value is None or (isinstance(value, float) and not math.isfinite(value)):
             raise ValueError(
-                f"{flag} {text!r}: {item!r} is not {what}; give comma-separated values, e.g. "
-                f"{flag} {example}"
+                f"{flag} {echo(text)}: {echo(item, 30)} is not {what}; give comma-separated "
+                f"values, e.g. {flag} {example}"
             )
         out.append(value)
     return out
@@ -237,7 +303,24 @@ def parse_name_list(text: str, flag: str, example: str = "grpo,tic,gmc") -> list
     return _entries(text, flag, example)
 
 
-LIST_PARSERS = (parse_int_list, parse_float_list, parse_name_list)
+def parse_whole_number(text: str, flag: str, example: str = "8") -> int:
+    """A whole-number flag, parsed here (not by argparse) so that a bad value is one line naming
+    the flag (`--num-minibatches 1e10`: write it in digits); at most 18 digits (past every
+    limit), so no huge integer is ever built."""
+    digits = text.strip().replace("_", "")
+    body = digits[1:] if digits[:1] in "+-" else digits
+    if not body.isdigit() or not body.isascii():
+        raise ValueError(
+            f"{flag} {echo(text)}: not a whole number; write it in digits, e.g. {flag} {example}"
+        )
+    if len(body) > 18:
+        raise ValueError(
+            f"{flag}: {len(body)} digits, past every limit of this value; e.g. {flag} {example}"
+        )
+    return int(digits)
+
+
+LIST_PARSERS = (parse_int_list, parse_float_list, parse_name_list, parse_whole_number)
 """The list parsers: `parser(text, flag)`; a command line keeps such a flag's text as a string for
 argparse and parses it itself (`flag_type`, `flag_value`), so that a bad list is one error line
 naming the flag."""
@@ -249,10 +332,40 @@ def flag_type(parser: Any) -> Any:
     return str if parser in LIST_PARSERS else parser
 
 
+# The example a refusal of a flag's value shows: a value the flag accepts (a group size is at
+# least 2, so `--group-sizes` cannot suggest the seeds' "0,1,2").
+FLAG_EXAMPLES: dict[str, str] = {
+    "--group-sizes": "2,8,32",
+    "--delays": "0,4,16",
+    "--target-kls": "0.01,0.1",
+    "--eps": "0.1,0.28",
+    "--seeds": "0,1,2",
+    "--methods": "grpo,tic,gmc",
+    "--num-minibatches": "400",
+    "--num-groups": "4",
+    "--group-size": "8",
+    "--num-prompts": "8",
+    "--max-length": "6",
+    "--steps": "400",
+    "--delay": "4",
+    "--workers": "64",
+    "--checkpoint-every": "50",
+    "--bound-every": "10",
+    "--bound-minibatches": "200",
+    "--drift-max-lag": "8",
+    "--mdp-seed": "0",
+    "--init-seed": "0",
+    "--seed": "0",
+}
+
+
 def flag_value(parser: Any, value: Any, flag: str) -> Any:
-    """A flag's value as its config field takes it: a list parser's result, or `value` as
-    argparse gave it."""
-    return parser(value, flag) if parser in LIST_PARSERS else value
+    """A flag's value as its config field takes it: a deferred parser's result (`LIST_PARSERS`,
+    with the flag's example from `FLAG_EXAMPLES`), or `value` as argparse gave it."""
+    if parser not in LIST_PARSERS:
+        return value
+    example = FLAG_EXAMPLES.get(flag)
+    return parser(value, flag) if example is None else parser(value, flag, example)
 
 
 def check_threads(threads: int | None, flag: str = "--threads") -> None:

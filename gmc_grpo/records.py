@@ -30,13 +30,14 @@ import platform
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.errors import write_site
 from gmc_grpo.seeding import SEEDING
 
 # The on-disk format's version (`config.json`'s `schema_version`) and what each version means: a
@@ -55,6 +56,8 @@ METRIC_NAMES: dict[str, str] = {
     "step": "learner step (optimizer updates done before this row's update)",
     "reward/mean": "mean verifier reward of the consumed batch",
     "reward/std": "standard deviation of the reward within the consumed batch",
+    "reward/scoring_timeouts": "LLM (math-verify reward): responses scored since the previous "
+    "row whose comparison reached the scorer's CPU limit twice and so counted incorrect",
     "response/length_mean": "mean response length (tokens) of the consumed batch",
     "policy/entropy": "mean per-token entropy of the current policy on the consumed responses",
     "policy/objective": "exact J(theta) (toy MDPs only)",
@@ -207,6 +210,51 @@ BOM = b"\xef\xbb\xbf"
 Writers never write one."""
 
 
+# The deepest nesting of objects and arrays a JSON or TOML file may hold. Configs and records
+# nest at most 5 levels; deeper input is refused in one line before anything recurses over it
+# (a 100,000-deep `config.json` used to end in a RecursionError traceback).
+MAX_NESTING = 64
+
+
+class NestingError(ValueError):
+    """Text past the reader's limits: nested deeper than `MAX_NESTING` levels, or a number with
+    more digits than Python converts (4,300)."""
+
+
+def check_nesting(value: Any, limit: int = MAX_NESTING) -> None:
+    """Raise `NestingError` when `value`'s dicts and lists nest deeper than `limit` (an
+    iterative walk: no recursion on the input's depth)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            raise NestingError(f"is nested deeper than {limit} levels of objects and arrays")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads` for untrusted files (the one JSON reader of configs and records): nesting
+    deeper than `MAX_NESTING` raises `NestingError`, malformed text `json.JSONDecodeError`."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise NestingError(
+            f"is nested deeper than {MAX_NESTING} levels of objects and arrays"
+        ) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python's int-string limit
+        raise NestingError("holds a number of more than 4,300 digits") from None
+    check_nesting(data)
+    return data
+
+
 class RecordFileError(ValueError):
     """A record file that cannot be read: `path`, `line` (1-based; None for the whole file) and
     `reason`. The message reads `path: line N: reason`."""
@@ -225,11 +273,13 @@ def read_json(path: str | Path) -> Any:
     """
     path = Path(path)
     try:
-        return json.loads(path.read_bytes().decode("utf-8-sig"))
+        return loads_json(path.read_bytes().decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise RecordFileError(path, None, "not UTF-8 text") from None
     except json.JSONDecodeError as err:
         raise RecordFileError(path, err.lineno, f"not valid JSON ({err.msg})") from None
+    except NestingError as err:
+        raise RecordFileError(path, None, str(err)) from None
 
 
 def read_json_object(path: str | Path) -> dict[str, Any]:
@@ -267,7 +317,9 @@ def read_jsonl(path: str | Path, torn: list[int] | None = None) -> list[dict[str
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line)
+        except NestingError as err:
+            raise RecordFileError(path, index + 1, str(err)) from None
         except json.JSONDecodeError as err:
             if last:
                 if torn is not None:
@@ -304,6 +356,141 @@ def record_schema(config_json: Mapping[str, Any]) -> int:
             f"(this version writes {RECORD_SCHEMA})"
         )
     return version
+
+
+class RecordGapError(ValueError):
+    """Records that lack rows a checkpoint (or a finished run's summary) covers: the run cannot
+    be continued from that checkpoint without losing them (`check_records_reach`)."""
+
+
+def missing_steps(
+    rows: Iterable[Mapping[str, Any]], below: int, seeds: Iterable[Any] = (None,)
+) -> dict[Any, list[int]]:
+    """`{seed: [steps]}` of the rows absent from `rows` among steps `0 .. below - 1` of each seed.
+
+    Rows are told apart by `row["step"]` and `row.get("seed")` (toy runs write one row per step
+    per seed; LLM runs one row per step, no `seed`, hence the default `seeds=(None,)`). Seeds with
+    no missing step are left out: an empty result means the records reach `below`.
+    """
+    seen: dict[Any, set[int]] = {}
+    for row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            seen.setdefault(row.get("seed"), set()).add(step)
+    out = {}
+    for seed in seeds:
+        have = seen.get(seed, set())
+        gone = [n for n in range(below) if n not in have]
+        if gone:
+            out[seed] = gone
+    return out
+
+
+def complete_steps(rows: Iterable[Mapping[str, Any]], seeds: Iterable[Any] = (None,)) -> int:
+    """The largest `n` such that every seed has its rows for steps `0 .. n - 1` (see
+    `missing_steps`): the step a run can be continued from without a gap."""
+    seen: dict[Any, set[int]] = {}
+    for row in rows:
+        step = row.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            seen.setdefault(row.get("seed"), set()).add(step)
+    reach = []
+    for seed in seeds:
+        have, n = seen.get(seed, set()), 0
+        while n in have:
+            n += 1
+        reach.append(n)
+    return min(reach, default=0)
+
+
+def _ranges(steps: list[int]) -> str:
+    """`[3, 4, 5, 9]` -> `steps 3-5, 9`; one step -> `step 3`."""
+    parts, start = [], None
+    for i, n in enumerate(steps):
+        if start is None:
+            start = n
+        if i + 1 == len(steps) or steps[i + 1] != n + 1:
+            parts.append(str(n) if n == start else f"{start}-{n}")
+            start = None
+    return ("step " if len(steps) == 1 else "steps ") + ", ".join(parts)
+
+
+def describe_missing(missing: Mapping[Any, list[int]]) -> str:
+    """`seed 1: step 19; seed 0: steps 15-19` (no seed label for LLM rows); at most 5 seeds
+    listed, the rest counted."""
+    parts = [
+        (f"seed {seed}: " if seed is not None else "") + _ranges(steps)
+        for seed, steps in list(missing.items())[:5]
+    ]
+    if len(missing) > 5:
+        parts.append(f"and {len(missing) - 5} more seeds")
+    return "; ".join(parts)
+
+
+def check_records_reach(
+    run_dir: str | Path,
+    step: int,
+    *,
+    seeds: Iterable[Any] = (None,),
+    covered_by: str,
+    hint: str,
+) -> None:
+    """Refuse to continue (or reuse) a run whose `metrics.jsonl` lacks rows below `step`.
+
+    `step`: the step the run would continue from (its checkpoint's) or its last step + 1 (a
+    finished run). `covered_by`: what covers them, for the message (`"checkpoint step_000020"`).
+    `hint`: how the user continues (a fresh run, another checkpoint). Raises `RecordGapError`
+    with one line naming the missing rows and whether the last line was torn.
+    """
+    path = Path(run_dir) / "metrics.jsonl"
+    torn: list[int] = []
+    seeds = list(seeds)
+    missing = missing_steps(read_jsonl(path, torn), step, seeds)
+    if not missing:
+        return
+    count = sum(len(v) for v in missing.values())
+    note = f"; its line {torn[0]} is torn (cut off mid-write)" if torn else ""
+    raise RecordGapError(
+        f"{path} lacks {count} row{'s' if count != 1 else ''} that {covered_by} covers "
+        f"({describe_missing(missing)}){note}, so continuing from it would leave a gap in the "
+        f"records: {hint}"
+    )
+
+
+def missing_metric_rows(record: RunRecord) -> dict[Any, list[int]]:
+    """`{seed: [steps]}` of the metrics rows a read-back run lacks (`missing_steps`).
+
+    Rows are expected below the largest recorded step and, for a finished training run (summary
+    present; a config with `checkpoint_every` and `total_steps`), below `total_steps`. Toy
+    training (a config with `seeds`: one row per step per seed) is checked seed by seed; other
+    runs (LLM training; toy sweeps, whose `step` numbers rows) as one sequence (seed `None`).
+    """
+    payload = record.config.get("config") if isinstance(record.config, dict) else None
+    config = payload if isinstance(payload, dict) else {}
+    total = config.get("total_steps")
+    training = "checkpoint_every" in config and isinstance(total, int)
+    total = total if training and not isinstance(total, bool) else None
+    per_seed = isinstance(config.get("seeds"), list) and total is not None
+    seeds: list[Any] = list(config["seeds"]) if per_seed else [None]
+    rows = record.metrics if per_seed else [{"step": r.get("step")} for r in record.metrics]
+    steps = [r["step"] for r in rows if isinstance(r.get("step"), int)]
+    reach = max(steps) + 1 if steps else 0
+    if record.summary is not None and total is not None:
+        reach = max(reach, total)
+    return missing_steps(rows, reach, seeds)
+
+
+def record_gaps(record: RunRecord) -> str | None:
+    """What a read-back run lacks, in a few words, or None when its records are whole: the
+    missing metrics rows (`missing_metric_rows`) and torn last lines (`RunRecord.torn`)."""
+    parts = []
+    missing = missing_metric_rows(record)
+    if missing:
+        count = sum(len(v) for v in missing.values())
+        parts.append(f"{count} missing metrics rows ({describe_missing(missing)})")
+    for name, line in record.torn.items():
+        parts.append(f"{name} line {line} torn")
+    return "; ".join(parts) or None
 
 
 class RecordSchemaError(ValueError):
@@ -460,6 +647,54 @@ def check_fresh_run_dir(run_dir: str | Path, hint: str = RESUME_HINT) -> None:
         )
 
 
+def check_same_kind(
+    run_dir: str | Path, *, is_own: Callable[[Mapping[str, Any]], bool], kind: str
+) -> None:
+    """Refuse to erase (`--fresh`) or continue a folder that holds another kind of run.
+
+    `is_own(config)`: whether the `config` of the folder's `config.json` is one of this
+    command's runs. A folder without `config.json` passes (`check_fresh_run_dir` guards records
+    without one). Raises `RecordsExistError` (one line) when the run is of another kind or its
+    `config.json` cannot be read, so that one wrong `--out` never erases a long run of another
+    command.
+    """
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        return
+    try:
+        payload = read_json_object(path)
+    except (OSError, ValueError, RecursionError) as error:
+        raise RecordsExistError(
+            f"{run_dir} holds a config.json that cannot be read ({_cut(str(error))}), so "
+            f"which kind of run it is cannot be told and it is not erased: move the folder away "
+            "or choose another --out"
+        ) from None
+    config = payload.get("config")
+    if not isinstance(config, dict) or not is_own(config):
+        raise RecordsExistError(
+            f"{run_dir} holds another kind of run (its config.json is not a {kind} config), "
+            "which --fresh does not erase: choose another --out"
+        )
+
+
+def erased_text(run_dir: str | Path) -> str | None:
+    """What a fresh start in `run_dir` erases (`metrics.jsonl: 12 rows, summary.json,
+    checkpoints/step_000020`), None when nothing: for the line a `--fresh` prints."""
+    run_dir = Path(run_dir)
+    found = existing_records(run_dir)
+    root = run_dir / "checkpoints"
+    if root.is_dir():
+        found += [f"checkpoints/{p.name}" for p in sorted(root.iterdir()) if p.is_dir()]
+    return ", ".join(found) or None
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    """`text` cut to `limit` characters (an ellipsis and the count of the rest when cut)."""
+    return (
+        text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+    )
+
+
 class RunWriter:
     """Writes one run directory. Use as a context manager or call `close()`.
 
@@ -575,12 +810,22 @@ class RunWriter:
             rows = upgrade_legacy_values(rows)
         atomic_write_text(self.path / name, "".join(to_json(r) + "\n" for r in rows))
 
+    def sync(self) -> None:
+        """Flush the record files and make the kernel write them to disk (`os.fsync`). Trainers
+        call it before a checkpoint, so that a checkpoint is never on disk ahead of the rows it
+        covers (after a power loss too); `write_summary` and `close` call it."""
+        for handle in self._handles.values():
+            if not handle.closed:
+                handle.flush()
+                os.fsync(handle.fileno())
+
     def _append(self, name: str, row: Mapping[str, Any]) -> None:
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = self._handles[name] = open(self.path / name, "a", encoding="utf-8")  # noqa: SIM115
-        handle.write(to_json(row) + "\n")
-        handle.flush()
+        with write_site(self.path / name):  # a full disk names the file
+            handle = self._handles.get(name)
+            if handle is None:
+                handle = self._handles[name] = open(self.path / name, "a", encoding="utf-8")  # noqa: SIM115
+            handle.write(to_json(row) + "\n")
+            handle.flush()
 
     def log_metrics(self, row: Mapping[str, Any]) -> None:
         """Append one learner step's metrics (must contain `step`)."""
@@ -598,13 +843,17 @@ class RunWriter:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         """Write `summary.json` atomically; call it last."""
+        self.sync()  # the rows the summary describes are on disk before it
         atomic_write_json(self.path / "summary.json", summary)
 
     def close(self) -> None:
-        handles, self._handles = list(self._handles.values()), {}
-        for handle in handles:
-            if not handle.closed:
-                handle.close()
+        try:
+            self.sync()
+        finally:
+            handles, self._handles = list(self._handles.values()), {}
+            for handle in handles:
+                if not handle.closed:
+                    handle.close()
 
     def __enter__(self) -> RunWriter:
         return self

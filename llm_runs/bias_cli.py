@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
+
+from gmc_grpo.errors import removed_on_failure
 
 DESCRIPTION = """Measure the bias of IS, TIC, GMC, GRPO and VCPO's truncation (or any registered
 method) on a language model. At checkpoints n of a delayed training run, with the behavior
@@ -121,7 +124,7 @@ def train_for_bias(
 
 def run(args: argparse.Namespace) -> int:
     from gmc_grpo.fieldchecks import parse_int_list, parse_name_list
-    from llm_runs.lm_bias import BiasSettings, bias_markdown, bias_of_run
+    from llm_runs.lm_bias import BiasSettings
 
     steps = tuple(parse_int_list(args.steps, "--steps", "48,96")) if args.steps else None
     settings = BiasSettings(
@@ -134,6 +137,16 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     out = Path(args.out)
+    with removed_on_failure(out):  # a refused command leaves no empty --out behind
+        return _measure(args, settings, steps, out)
+
+
+def _measure(
+    args: argparse.Namespace, settings: Any, steps: tuple[int, ...] | None, out: Path
+) -> int:
+    """Train (or take) the run, measure its bias, write `out/bias.json` and `out/bias.md`."""
+    from llm_runs.lm_bias import bias_markdown, bias_of_run
+
     out.mkdir(parents=True, exist_ok=True)
     if args.run:
         run_dir = Path(args.run)

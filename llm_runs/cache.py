@@ -43,7 +43,9 @@ from typing import Any
 
 import torch
 
+from gmc_grpo.errors import cut, one_line, write_site
 from gmc_grpo.filemodes import give_plain_mode
+from gmc_grpo.records import loads_json
 from gmc_grpo.seeding import SEEDING
 from gmc_grpo.staleness import SCHEDULE_FIELDS
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
@@ -190,7 +192,12 @@ def cached_directory(
     with locked(root / f"{key}.lock"):
         marker = final / "key.json"
         if marker.is_file():
-            return final / json.loads(marker.read_text())["name"]
+            try:
+                name = loads_json(marker.read_text())["name"]
+                if (final / str(name)).is_dir():
+                    return final / str(name)
+            except (ValueError, KeyError, TypeError, OSError):
+                pass  # a damaged entry: built again below (the temp-then-rename replaces it)
         tmp = root / f".{key}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
@@ -202,12 +209,19 @@ def cached_directory(
 
 
 class RolloutCache:
-    """Version-0 rollout batches of one rollout key, one file per launch."""
+    """Version-0 rollout batches of one rollout key, one file per launch.
 
-    def __init__(self, root: str | Path, key: str) -> None:
+    A damaged entry (a truncated or altered file: the cache is shared and outlives runs) is
+    dropped and built again, with a line to `notice` naming it (`dropped` counts them)."""
+
+    def __init__(
+        self, root: str | Path, key: str, notice: Callable[[str], None] | None = None
+    ) -> None:
         self.folder = Path(root) / "rollouts" / key
         self.hits = 0
         self.misses = 0
+        self.dropped = 0
+        self.notice = notice or (lambda text: None)
 
     def _stem(self, start: int, count: int) -> Path:
         return self.folder / f"pos{start:08d}_n{count}"
@@ -217,24 +231,55 @@ class RolloutCache:
         stem = self._stem(start, count)
         return stem.with_suffix(".safetensors").is_file() and stem.with_suffix(".json").is_file()
 
+    def usable(self, start: int, count: int) -> bool:
+        """`contains`, and the entry reads back: a damaged one is dropped (with a notice) and
+        counts as missing, so the launches are generated again in the same engine call as the
+        first time (a launch generated alone differs in the last float digits)."""
+        if not self.contains(start, count):
+            return False
+        stem = self._stem(start, count)
+        with locked(stem.with_suffix(".lock")):
+            return self._read(stem) is not None
+
+    def _read(self, stem: Path) -> TrajectoryBatch | None:
+        """The stored batch of `stem`, or None (a damaged entry is dropped with a notice)."""
+        from safetensors.torch import load_file
+
+        tensors_path, meta_path = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+        if not (tensors_path.is_file() and meta_path.is_file()):
+            return None
+        try:
+            return batch_from(load_file(str(tensors_path)), loads_json(meta_path.read_text()))
+        except Exception as error:  # SafetensorError, JSON, a missing tensor: damaged
+            self.dropped += 1
+            self.notice(
+                f"dropped a damaged rollout-cache entry {tensors_path} ("
+                f"{cut(one_line(error), 120)}); generating it again"
+            )
+            tensors_path.unlink(missing_ok=True)
+            meta_path.unlink(missing_ok=True)
+            return None
+
     def get_or_build(
         self, start: int, count: int, build: Callable[[], TrajectoryBatch]
     ) -> TrajectoryBatch:
         """The batch of stream positions `[start, start + count)`: read, or built and stored."""
-        from safetensors.torch import load_file, save_file
+        from safetensors.torch import save_file
 
         stem = self._stem(start, count)
         with locked(stem.with_suffix(".lock")):
             tensors_path, meta_path = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
-            if tensors_path.is_file() and meta_path.is_file():
+            stored = self._read(stem)
+            if stored is not None:
                 self.hits += 1
-                return batch_from(load_file(str(tensors_path)), json.loads(meta_path.read_text()))
+                return stored
             self.misses += 1
             batch = build()
             tensors, meta = tensors_of(batch)
             tmp = stem.with_name(f".{stem.name}.tmp")
-            save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp))
-            give_plain_mode(tmp)  # safetensors writes 0600 files
-            meta_path.write_text(json.dumps(meta))
-            os.replace(tmp, tensors_path)  # written last: its presence means complete
+            with write_site(tensors_path):  # a full disk: one line naming the entry
+                save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp))
+                give_plain_mode(tmp)  # safetensors writes 0600 files
+                meta_path.write_text(json.dumps(meta))
+                os.replace(tmp, tensors_path)  # written last: its presence means complete
             return batch

@@ -15,7 +15,12 @@ from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
-from gmc_grpo.fieldchecks import check_limited, check_number, check_seed
+from gmc_grpo.fieldchecks import (
+    batch_tokens_problem,
+    check_limited,
+    check_number,
+    check_seed,
+)
 from gmc_grpo.methods import (
     ADVANTAGE_CHOICES,
     MethodSettings,
@@ -376,6 +381,18 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         for name in ("max_prompt_tokens", "max_completion_tokens"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be >= 1")
+        sizes = [
+            ("num_groups", self.num_groups),
+            ("group_size", self.group_size),
+            ("max_prompt_tokens + max_completion_tokens",
+             self.max_prompt_tokens + self.max_completion_tokens),
+        ]  # fmt: skip
+        problem = batch_tokens_problem(sizes)
+        if problem:  # before anything is loaded or written (issue 36)
+            name = max(sizes[:2], key=lambda item: item[1])[0]
+            if sizes[2][1] > max(self.num_groups, self.group_size):
+                name = "max_completion_tokens"
+            raise bad(name, f"{problem}; use a smaller {name} (--set {name}=...)")
         check_choice(self, "advantage", ADVANTAGE_CHOICES)
         if self.spec.baseline is not None and self.advantage != "paper":
             raise bad("advantage", f"must be 'paper' for {self.method} (it uses its own baseline)")

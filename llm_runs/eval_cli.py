@@ -119,7 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="scorer_timeout_s",
         type=float,
         default=S,
-        help="seconds allowed to compare one answer, then counted incorrect (5)",
+        help="CPU seconds allowed to compare one answer (retried once at twice that, then "
+        "counted incorrect and in scoring_timeouts) (5)",
     )
     parser.add_argument(
         "--scorer-memory-mb",

@@ -9,6 +9,7 @@ from typing import Any
 
 from gmc_grpo.configs import check_field_types, read_json_config
 from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, check_number, check_seed
+from gmc_grpo.records import MAX_NESTING, NestingError, check_nesting
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
@@ -73,7 +74,9 @@ class EvalConfig:
     scorer_workers: int | None = None
     """scoring processes (default: all cores)."""
     scorer_timeout_s: float = 5.0
-    """wall-clock limit of one answer comparison (then counted incorrect)."""
+    """limit on the CPU time (seconds) of one answer comparison, counted in its worker; one that
+    reaches it is retried once at twice the limit, then counted incorrect and in the evaluation
+    row's `scoring_timeouts` (`llm_runs.scoring.Scorer`)."""
     scorer_memory_mb: int = 2048
     """address-space limit of each scoring process."""
     scorer_decimal_rel_tol: float | None = None
@@ -179,8 +182,14 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
             raise FileNotFoundError(f"config file {path} does not exist")
         try:
             data = tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a BOM is accepted
+            check_nesting(data)
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise ValueError(f"config file {path} is not valid TOML: {err}") from None
+        except (RecursionError, NestingError):
+            raise ValueError(
+                f"config file {path} is nested deeper than {MAX_NESTING} levels of tables and "
+                "arrays: an EvalConfig nests a few levels"
+            ) from None
         data = data.get("eval", data)
     else:
         data = read_json_config(path, "eval")

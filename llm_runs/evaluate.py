@@ -303,14 +303,19 @@ def score_outputs(
     references: Sequence[str],
     batch_size: int,
     description: str,
+    timed_out: list[int] | None = None,
 ) -> list[list[bool]]:
-    """Correctness of every sample (scored in chunks of problems, with a progress bar)."""
+    """Correctness of every sample (scored in chunks of problems, with a progress bar).
+    `timed_out` (when given) receives the number of samples scored incorrect only because their
+    comparison reached the scorer's CPU limit twice (`Scorer.score_counted`)."""
     correct: list[list[bool]] = []
     chunks = chunked(list(range(len(samples))), batch_size)
     for chunk in _progress(chunks, desc=description, unit="batch"):
         texts = [s.text for i in chunk for s in samples[i]]
         refs = [references[i] for i in chunk for _ in samples[i]]
-        verdicts = scorer.score(texts, refs)
+        verdicts, late = scorer.score_counted(texts, refs)
+        if timed_out is not None:
+            timed_out.append(sum(late))
         pos = 0
         for i in chunk:
             correct.append(verdicts[pos : pos + len(samples[i])])
@@ -365,8 +370,14 @@ def evaluate_one(
     samples = generate_outputs(
         engine, prompts, sampling_for_chunk, batch_size, f"{description}: generate"
     )
+    timed_out: list[int] = []
     correct = score_outputs(
-        scorer, samples, [p.answer for p in problems], batch_size, f"{description}: score"
+        scorer,
+        samples,
+        [p.answer for p in problems],
+        batch_size,
+        f"{description}: score",
+        timed_out,
     )
     row = summarize_benchmark(
         correct,
@@ -375,6 +386,8 @@ def evaluate_one(
         num_tokens=[[len(s.token_ids) for s in outs] for outs in samples],
     )
     row["prompt_truncated_frac"] = sum(prompt_truncated) / len(prompt_truncated)
+    # beside Pass@1: samples scored incorrect because their comparison timed out twice
+    row["scoring_timeouts"] = sum(timed_out)
     row["no_answer_frac"] = sum(
         extract_last_boxed(s.text) is None for outs in samples for s in outs
     ) / sum(len(outs) for outs in samples)

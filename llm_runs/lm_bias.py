@@ -524,6 +524,11 @@ def run_config(run_dir: str | Path) -> Any:
             "`gmc-grpo llm train`, or --recipe to train one first"
         )
     stored = payload.get("config", payload)
+    if not isinstance(stored, dict) or "inner_steps" not in stored:  # a toy run, an eval, ...
+        raise ValueError(
+            f"{run_dir} holds another kind of run (its config.json is not an `llm train` "
+            "config): pass --run a folder written by `gmc-grpo llm train`, or --recipe"
+        )
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     return config_from_values({k: v for k, v in stored.items() if k in names})
 

@@ -137,6 +137,7 @@ class RolloutProducer:
         self.engine_sleeps = engine_sleeps  # vLLM's sleep mode during learner steps
         self._asleep = False
         self.seconds = 0.0  # rollout time since the last `take_seconds`
+        self.scoring_timeouts = 0  # since the last `take_scoring_timeouts`
         self._clock_depth = 0
         self._perms: dict[int, list[int]] = {}
         self._mismatch: dict[str, float] = {}  # the last lag-0 measurement, until taken
@@ -246,15 +247,22 @@ class RolloutProducer:
         """Version-0 launches from the shared cache, one entry per launch; when any is missing
         the whole call is generated (one engine call) and the missing entries stored."""
         cache = self.cache
-        if not all(cache.contains(start, k) for start in starts):
+        if not all(cache.usable(start, k) for start in starts):  # drops a damaged entry
             block = self._submit(version, starts[0], len(starts) * k, "version-0 launches").result()
             made = {
                 start: block.groups(i * k, (i + 1) * k).trimmed() for i, start in enumerate(starts)
             }
         else:
             made = {}
+
+        def build(start: int) -> TrajectoryBatch:
+            if start not in made:  # an entry found damaged and dropped: generated alone
+                one = self._submit(version, start, k, "a version-0 launch").result()
+                made[start] = one.groups(0, k).trimmed()
+            return made[start]
+
         return [
-            Rollout.ready(cache.get_or_build(start, k, lambda start=start: made[start]))
+            Rollout.ready(cache.get_or_build(start, k, lambda start=start: build(start)))
             for start in starts
         ]
 
@@ -348,7 +356,15 @@ class RolloutProducer:
 
             return [exact_reward(t, r) for t, r in zip(texts, references, strict=True)]
         assert self.scorer is not None
-        return [float(v) for v in self.scorer.score(list(texts), list(references))]
+        verdicts, timed_out = self.scorer.score_counted(list(texts), list(references))
+        self.scoring_timeouts += sum(timed_out)
+        return [float(v) for v in verdicts]
+
+    def take_scoring_timeouts(self) -> int:
+        """Responses scored incorrect since the last call only because their comparison reached
+        the scorer's CPU limit twice (`llm_runs.scoring.Scorer.score_counted`)."""
+        count, self.scoring_timeouts = self.scoring_timeouts, 0
+        return count
 
     def _to_batch(self, samples, problems, indices, version: int, what: str) -> TrajectoryBatch:
         """Check the engine's output (counts, NaN log-probs) and pack it into tensors."""

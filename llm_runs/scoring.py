@@ -15,12 +15,16 @@ Model text is untrusted. The rules this module keeps:
   option. docs/scoring.md states the policy and where it differs from math-verify's defaults.
   Agreement with hand labels on 249 answer pairs in the styles of MATH, OlympiadBench, AMC and
   Minerva: `tests/llm_runs/data/answer_pairs.jsonl`.
-- Every symbolic comparison runs in a worker process that can be killed: a per-item wall-clock
-  timeout (the worker is killed and replaced, the item counts as incorrect) and an address-space
-  limit (`RLIMIT_AS`) on each worker. math-verify's own `signal.alarm` timeouts are kept as a first,
-  cheaper line, but they cannot interrupt a computation stuck in C code (a power tower), hence the
-  kill. Workers are started as `python -m llm_runs.scoring_worker` (nothing re-imports the
-  caller's `__main__`) and exit when the parent dies.
+- Every symbolic comparison runs in a worker process that can be killed, with a limit on the
+  comparison's own **CPU time** (`Scorer.timeout_s`; `llm_runs.scoring_worker`: an interval
+  timer on the process's CPU time, and the kernel's `RLIMIT_CPU` for code stuck in C), so a
+  verdict does not depend on how busy the machine is. A comparison that reaches its limit is
+  retried once with `RETRY_FACTOR` times the limit; one that reaches that too counts as
+  incorrect and is counted (`ScoreStats.timeouts`), and the trainer and the evaluation report
+  the count beside every reward mean and Pass@1. A wall-clock limit far above the CPU limit
+  (`wall_limit_s`) is kept only as a backstop. Each worker also has an address-space limit
+  (`RLIMIT_AS`). Workers are started as `python -m llm_runs.scoring_worker` (nothing
+  re-imports the caller's `__main__`) and exit when the parent dies.
 - Answers longer than `MAX_ANSWER_CHARS` are never handed to sympy (only compared as strings).
 
 Public API: `extract_last_boxed`, `rewrite_answer`, `normalize_answer`, `split_choice`,
@@ -35,6 +39,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -47,6 +52,23 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, number_problem
+
+# A comparison that used up its CPU limit is tried once more with this many times the limit
+# (a rare slow but finite comparison then gets its verdict; one that does not end is cut
+# twice). Ours: 2 keeps the worst case of an adversarial answer at 3 x the limit.
+RETRY_FACTOR = 2.0
+# The wall-clock backstop of one comparison, `WALL_FACTOR * cpu limit + WALL_SLACK_S`: only for
+# a worker that stops using CPU without answering. 20 x: a worker on a 2-core machine among 24
+# busy processes gets about 1/12 of a core (the load of the issue 36 measurement); the slack
+# covers a worker's start-up and the pipe.
+WALL_FACTOR = 20.0
+WALL_SLACK_S = 10.0
+
+
+def wall_limit_s(cpu_limit_s: float) -> float:
+    """The wall-clock backstop of a comparison with `cpu_limit_s` seconds of CPU time."""
+    return WALL_FACTOR * cpu_limit_s + WALL_SLACK_S
+
 
 # Boxed answers longer than this are judged by string comparison only (no parser, no sympy):
 # every reference answer of the seven datasets is far shorter.
@@ -478,11 +500,16 @@ def _decide_locally(prediction: str, reference: str) -> bool | tuple[str, str]:
 
 @dataclass
 class ScoreStats:
-    """Counters of one `Scorer`: items decided by string rules, by a worker, by timeout/crash."""
+    """Counters of one `Scorer`: items decided by string rules, by a worker, by timeout/crash.
+
+    `retried`: comparisons that reached their CPU limit once and were tried again with
+    `RETRY_FACTOR` times it; `timeouts`: those that reached the longer limit too (scored
+    incorrect: the number reported beside rewards and Pass@1)."""
 
     string_match: int = 0
     rule_rejected: int = 0
     verified: int = 0
+    retried: int = 0
     timeouts: int = 0
     crashes: int = 0
     too_long: int = 0
@@ -541,7 +568,7 @@ _LAUNCHER = _Launcher()
 class _Worker:
     """One worker process (`python -m llm_runs.scoring_worker`) and the parent's pipe ends."""
 
-    def __init__(self, memory_mb: int, inner_timeout: int, start_timeout: float) -> None:
+    def __init__(self, memory_mb: int, start_timeout: float) -> None:
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         args = [
@@ -552,7 +579,6 @@ class _Worker:
             str(reply_write),
             str(os.getpid()),
             str(memory_mb),
-            str(inner_timeout),
         ]
         try:
             self.process = _LAUNCHER.popen(args, pass_fds=(request_read, reply_write))
@@ -565,7 +591,7 @@ class _Worker:
             os.close(reply_write)
         self.requests = Connection(request_write, readable=False)
         self.conn = Connection(reply_read, writable=False)  # what `wait()` watches
-        self.task: tuple[int, float] | None = None  # (key, deadline)
+        self.task: tuple[int, float] | None = None  # (key, wall-clock backstop)
         status = detail = None
         if self.conn.poll(start_timeout):
             try:
@@ -585,13 +611,28 @@ class _Worker:
     def pid(self) -> int:
         return self.process.pid
 
-    def send(self, key: int, reference: str, prediction: str, tolerance: float | None) -> None:
-        message = [key, reference, prediction, tolerance]
+    def send(
+        self,
+        key: int,
+        pair: tuple[str, str, float | None],
+        cpu_limit_s: float,
+    ) -> None:
+        message = [key, *pair, cpu_limit_s]
         self.requests.send_bytes(json.dumps(message).encode("utf-8"))
 
-    def receive(self) -> tuple[int, bool]:
-        key, verdict = json.loads(self.conn.recv_bytes())
-        return int(key), bool(verdict)
+    def receive(self) -> tuple[int, bool, bool]:
+        """`(key, verdict, timed_out)` of the comparison the worker finished."""
+        key, verdict, timed_out = json.loads(self.conn.recv_bytes())
+        return int(key), bool(verdict), bool(timed_out)
+
+    def killed_by_cpu_limit(self) -> bool:
+        """Whether the process ended from `RLIMIT_CPU` (`SIGXCPU`: a comparison stuck in C code
+        past its CPU limit; `llm_runs.scoring_worker`)."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return False
+        return code == -signal.SIGXCPU
 
     def kill(self) -> None:
         """Kill the process (SIGKILL), reap it and release the pipes."""
@@ -621,8 +662,11 @@ class Scorer:
     """Scores completions against references with a pool of killable worker processes.
 
     num_workers: worker processes (default: all cores, `os.cpu_count()`).
-    timeout_s: wall-clock limit per symbolic comparison; past it the worker is killed and
-        replaced and the item counts as incorrect.
+    timeout_s: limit on the CPU time (seconds) of one symbolic comparison, counted in its
+        worker (not wall-clock: a busy machine does not change a verdict). A comparison that
+        reaches it is retried once with `RETRY_FACTOR` times it; one that reaches that too
+        counts as incorrect and in `stats.timeouts`. `wall_limit_s(limit)` is a wall-clock
+        backstop only.
     memory_mb: address-space limit (`RLIMIT_AS`) of each worker; 0 disables it.
     decimal_rel_tol: None (default): a decimal equals a fraction or a constant only when it is
         exactly that value (`0.5` = `\\frac{1}{2}`; `0.333333` != `\\frac{1}{3}`, `3.1415926` !=
@@ -654,8 +698,6 @@ class Scorer:
         self.timeout_s = float(timeout_s)
         self.memory_mb = int(memory_mb)
         self.decimal_rel_tol = None if decimal_rel_tol is None else float(decimal_rel_tol)
-        # math-verify's own alarm fires first (whole seconds, at least 1) for interruptible work.
-        self._inner_timeout = max(1, int(self.timeout_s * 0.6))
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self.stats = ScoreStats()
@@ -663,7 +705,7 @@ class Scorer:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def _spawn(self) -> _Worker:
-        return _Worker(self.memory_mb, self._inner_timeout, start_timeout=120.0)
+        return _Worker(self.memory_mb, start_timeout=120.0)
 
     def _ensure_workers(self, count: int) -> None:
         while len(self._workers) < count:
@@ -693,14 +735,23 @@ class Scorer:
 
         The answer is the completion's last complete box; no box means incorrect. Pairs that the
         string rules decide (`compare_locally`) need no worker; the others go to the pool
-        (identical pairs are decided once).
+        (identical pairs are decided once). `score_counted` also says which timed out.
         """
+        return self.score_counted(completions, references)[0]
+
+    def score_counted(
+        self, completions: Sequence[str], references: Sequence[str]
+    ) -> tuple[list[bool], list[bool]]:
+        """`(verdicts, timed_out)` of each completion (`score`): `timed_out[i]` when item `i`
+        is incorrect only because its comparison reached the CPU limit twice (the count callers
+        report beside rewards and Pass@1)."""
         if len(completions) != len(references):
             raise ValueError(
                 f"completions ({len(completions)}) and references ({len(references)}) "
                 "must have the same length"
             )
         verdicts: list[bool] = [False] * len(completions)
+        timed_out: list[bool] = [False] * len(completions)
         pending: dict[tuple[str, str, float | None], list[int]] = {}
         for index, (completion, reference) in enumerate(zip(completions, references, strict=True)):
             predicted = extract_last_boxed(completion)
@@ -726,31 +777,52 @@ class Scorer:
             pair = (exact_decimals(reference_form), exact_decimals(prediction_form), tolerance)
             pending.setdefault(pair, []).append(index)
         if pending:
-            results = self._verify_many(list(pending))
-            for pair, verdict in zip(pending, results, strict=True):
+            results, out_of_time = self._verify_many(list(pending))
+            for pair, verdict, late in zip(pending, results, out_of_time, strict=True):
                 for index in pending[pair]:
                     verdicts[index] = verdict
-        return verdicts
+                    timed_out[index] = late
+        return verdicts, timed_out
 
-    def _verify_many(self, pairs: list[tuple[str, str, float | None]]) -> list[bool]:
-        """math-verify verdicts of `(reference, prediction, tolerance)` triples, in the pool."""
+    def _verify_many(
+        self, pairs: list[tuple[str, str, float | None]]
+    ) -> tuple[list[bool], list[bool]]:
+        """math-verify verdicts of `(reference, prediction, tolerance)` triples, in the pool, and
+        which of them timed out twice.
+
+        Each comparison gets `timeout_s` CPU seconds; one that uses them up (the worker says
+        so, or the kernel killed it with `SIGXCPU`, or it passed the wall-clock backstop) goes
+        back into the queue once with `RETRY_FACTOR * timeout_s`, then counts as incorrect.
+        """
         with self._lock:
             self._ensure_workers(min(self.num_workers, len(pairs)))
             results: list[bool] = [False] * len(pairs)
+            limits = [self.timeout_s] * len(pairs)  # the CPU limit of each item's next try
+            late = [False] * len(pairs)
             queue_ = list(range(len(pairs) - 1, -1, -1))  # pop() takes the next index
             busy: dict[Connection, _Worker] = {}
             idle = list(self._workers)
+
+            def timed_out(key: int) -> None:
+                if limits[key] == self.timeout_s:
+                    self.stats.retried += 1
+                    limits[key] = self.timeout_s * RETRY_FACTOR
+                    queue_.append(key)
+                else:
+                    self.stats.timeouts += 1
+                    late[key] = True
+
             while queue_ or busy:
                 while queue_ and idle:
                     worker = idle.pop()
                     key = queue_.pop()
                     try:
-                        worker.send(key, *pairs[key])
+                        worker.send(key, pairs[key], limits[key])
                     except (OSError, ValueError):
                         self.stats.crashes += 1
                         idle.append(self._replace(worker))
                         continue
-                    worker.task = (key, time.monotonic() + self.timeout_s)
+                    worker.task = (key, time.monotonic() + wall_limit_s(limits[key]))
                     busy[worker.conn] = worker
                 if not busy:
                     continue
@@ -758,22 +830,30 @@ class Scorer:
                 ready = wait(list(busy), timeout=max(0.0, deadline - time.monotonic()))
                 for conn in ready:
                     worker = busy.pop(conn)  # type: ignore[arg-type]
+                    key = worker.task[0] if worker.task is not None else -1
                     try:
-                        key, verdict = worker.receive()
+                        key, verdict, out_of_time = worker.receive()
+                    except (EOFError, OSError, ValueError):  # the worker died
+                        if worker.killed_by_cpu_limit():  # stuck in C code past its limit
+                            timed_out(key)
+                        else:  # out of memory, or another crash
+                            self.stats.crashes += 1
+                        idle.append(self._replace(worker))
+                        continue
+                    worker.task = None
+                    idle.append(worker)
+                    if out_of_time:
+                        timed_out(key)
+                    else:
                         results[key] = verdict
                         self.stats.verified += 1
-                        worker.task = None
-                        idle.append(worker)
-                    except (EOFError, OSError, ValueError):  # the worker died (out of memory)
-                        self.stats.crashes += 1
-                        idle.append(self._replace(worker))
                 now = time.monotonic()
                 for conn, worker in list(busy.items()):
                     if worker.task is not None and worker.task[1] <= now:
                         del busy[conn]
-                        self.stats.timeouts += 1
+                        timed_out(worker.task[0])
                         idle.append(self._replace(worker))
-            return results
+            return results, late
 
     def _replace(self, worker: _Worker) -> _Worker:
         """Kill `worker` and start a fresh one in its slot."""

@@ -2,16 +2,27 @@
 
 Started by `llm_runs.scoring.Scorer` as
 
-    python -m llm_runs.scoring_worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB INNER_TIMEOUT
+    python -m llm_runs.scoring_worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
 
 so nothing re-imports the caller's `__main__` (multiprocessing's spawn start method does, and
 fails in a script without an `if __name__ == "__main__":` guard). The two file descriptors are
 the ends of two pipes inherited from the parent; messages are length-prefixed JSON
 (`multiprocessing.connection.Connection.send_bytes`), never pickles:
 
-- request `[key, reference, prediction, tolerance]` -> reply `[key, verdict]` (`tolerance`:
-  null, or the relative tolerance of `Scorer.decimal_rel_tol`); request `null` -> exit;
+- request `[key, reference, prediction, tolerance, cpu_limit_s]` -> reply
+  `[key, verdict, timed_out]` (`tolerance`: null, or the relative tolerance of
+  `Scorer.decimal_rel_tol`; `timed_out`: the comparison used up `cpu_limit_s` seconds of this
+  process's CPU time, and `verdict` is then false); request `null` -> exit;
 - at start-up the worker sends `["ready", null]` or `["error", message]`.
+
+**The limit is CPU time, not wall-clock time** (issue 36): a busy machine slows a comparison
+down but does not make it use more CPU, so a verdict does not depend on the machine's load.
+Two mechanisms count it: an interval timer on the process's CPU time (`ITIMER_PROF`, whose
+`SIGPROF` stops a comparison running Python code at `cpu_limit_s`) and, for a comparison stuck
+in C code that no signal handler interrupts (a power tower in GMP), the kernel's `RLIMIT_CPU`,
+set before each comparison to the CPU seconds used so far plus `cpu_limit_s` plus one (whole
+seconds): past it the kernel kills the process with `SIGXCPU`, which the parent counts as a
+timeout. math-verify's own wall-clock alarms (`signal.alarm`) are switched off.
 
 The worker exits when its parent dies: `PR_SET_PDEATHSIG` (Linux) has the kernel send it SIGKILL
 even while it is stuck in C code, and a watchdog thread that polls the parent id covers other
@@ -23,7 +34,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
+import resource
+import signal
 import sys
 import threading
 import time
@@ -69,9 +83,45 @@ def _limit_memory(memory_mb: int) -> None:
         pass
 
 
-def verify_equivalent(
-    reference: str, prediction: str, inner_timeout: int, tolerance: float | None = None
-) -> bool:
+class CPULimitReached(BaseException):
+    """The comparison used up its CPU time (`SIGPROF`). A `BaseException`, so that math-verify's
+    and sympy's `except Exception` clauses do not turn it into an ordinary false verdict."""
+
+
+def _on_cpu_limit(signum: int, frame: object) -> None:
+    raise CPULimitReached
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) this process has used, in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def verify_within(
+    reference: str, prediction: str, cpu_limit_s: float, tolerance: float | None = None
+) -> tuple[bool, bool]:
+    """`(verdict, timed_out)`: `verify_equivalent` stopped after `cpu_limit_s` seconds of this
+    process's CPU time (module docstring: `ITIMER_PROF`, and `RLIMIT_CPU` for C code). Call it in
+    the main thread (signal handlers run there)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    ceiling = math.ceil(cpu_seconds() + cpu_limit_s)
+    if hard != resource.RLIM_INFINITY:
+        ceiling = min(ceiling, hard)
+    previous = signal.signal(signal.SIGPROF, _on_cpu_limit)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (ceiling, hard))
+        signal.setitimer(signal.ITIMER_PROF, cpu_limit_s)
+        return verify_equivalent(reference, prediction, tolerance), False
+    except CPULimitReached:
+        return False, True
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+        signal.signal(signal.SIGPROF, previous)
+
+
+def verify_equivalent(reference: str, prediction: str, tolerance: float | None = None) -> bool:
     """math-verify equivalence of two answers, gold (reference) first.
 
     The parent hands decimals over as exact fractions (`llm_runs.scoring.exact_decimals`), so
@@ -82,7 +132,8 @@ def verify_equivalent(
     Both are wrapped in `\\boxed{}` so math-verify's extraction takes exactly them. math-verify's
     own unit stripping is switched off (`units=False`): its list holds single letters (`m`, `s`,
     `t`, `h`, `c`, ...), so `2m` would equal `2`; `llm_runs.scoring` strips units itself, only
-    where that is safe. Call it in the main thread (math-verify's timeouts use `signal.alarm`).
+    where that is safe. math-verify's wall-clock timeouts are off (`parsing_timeout=None`,
+    `timeout_seconds=None`): `verify_within` bounds the comparison's CPU time instead.
     """
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -94,15 +145,13 @@ def verify_equivalent(
         LatexExtractionConfig(boxed_match_priority=0, normalization_config=normalization),
         ExprExtractionConfig(),
     ]
-    gold = parse(f"\\boxed{{{reference}}}", extraction_config=config, parsing_timeout=inner_timeout)
+    gold = parse(f"\\boxed{{{reference}}}", extraction_config=config, parsing_timeout=None)
     if not gold:
         return False
-    pred = parse(
-        f"\\boxed{{{prediction}}}", extraction_config=config, parsing_timeout=inner_timeout
-    )
+    pred = parse(f"\\boxed{{{prediction}}}", extraction_config=config, parsing_timeout=None)
     if not pred:
         return False
-    if verify(gold, pred, timeout_seconds=inner_timeout):
+    if verify(gold, pred, timeout_seconds=None):
         return True
     return tolerance is not None and numbers_within(gold[0], pred[0], tolerance)
 
@@ -126,7 +175,7 @@ def _send(conn: Connection, message: object) -> None:
     conn.send_bytes(json.dumps(message).encode("utf-8"))
 
 
-def serve(requests: Connection, replies: Connection, inner_timeout: int) -> None:
+def serve(requests: Connection, replies: Connection) -> None:
     """Answer requests until `null` or a closed pipe (module docstring for the messages)."""
     while True:
         try:
@@ -135,14 +184,16 @@ def serve(requests: Connection, replies: Connection, inner_timeout: int) -> None
             return
         if message is None:
             return
-        key, reference, prediction, *rest = message
-        tolerance = float(rest[0]) if rest and rest[0] is not None else None
+        key, reference, prediction, tolerance, cpu_limit_s = message
+        tolerance = float(tolerance) if tolerance is not None else None
         try:
-            verdict = verify_equivalent(str(reference), str(prediction), inner_timeout, tolerance)
-        except BaseException:  # MemoryError, RecursionError, math-verify's TimeoutException, ...
-            verdict = False
+            verdict, timed_out = verify_within(
+                str(reference), str(prediction), float(cpu_limit_s), tolerance
+            )
+        except BaseException:  # MemoryError, RecursionError, ...
+            verdict, timed_out = False, False
         try:
-            _send(replies, [key, verdict])
+            _send(replies, [key, verdict, timed_out])
         except (OSError, ValueError):
             return
 
@@ -150,7 +201,7 @@ def serve(requests: Connection, replies: Connection, inner_timeout: int) -> None
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `python -m llm_runs.scoring_worker` (arguments: module docstring)."""
     args = sys.argv[1:] if argv is None else argv
-    request_fd, reply_fd, parent_pid, memory_mb, inner_timeout = (int(a) for a in args)
+    request_fd, reply_fd, parent_pid, memory_mb = (int(a) for a in args)
     _die_with_parent(parent_pid)
     _limit_memory(memory_mb)
     # math-verify logs the whole input on a timeout; model text can be megabytes.
@@ -163,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         _send(replies, ["error", f"math-verify is not installed: {exc}"])
         return 1
     _send(replies, ["ready", None])
-    serve(requests, replies, inner_timeout)
+    serve(requests, replies)
     return 0
 
 

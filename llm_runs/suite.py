@@ -53,7 +53,14 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import resolve_aliases
-from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info, read_run
+from gmc_grpo.records import (
+    atomic_write_json,
+    atomic_write_text,
+    environment_info,
+    read_json_object,
+    read_run,
+    record_gaps,
+)
 from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
 from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval
@@ -68,6 +75,11 @@ MEASURES: dict[str, str] = {
     "rise": "final reward minus the reward of the first 10% of updates",
     "greedy": "held-out accuracy, greedy (last evaluation)",
     "sampled": "held-out Pass@1, sampled (last evaluation)",
+    # beside the rewards and Pass@1: answers scored incorrect because the scorer's comparison
+    # reached its CPU limit twice (`llm_runs.scoring`); "-" in runs recorded before the count
+    "reward_timeouts": "training responses scored incorrect after two scorer timeouts (run total)",
+    "eval_timeouts": "held-out samples scored incorrect after two scorer timeouts (last "
+    "evaluation, both decodings)",
 }
 #: The measures compared between methods (`rise` differs from `final_reward` only by the first
 #: updates' reward, which the methods of one seed share under a fixed delay: the FIFO fill).
@@ -251,8 +263,10 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
     out = Path(values["out"])
     with run_lock(out):  # held across the check and the run (train() takes it again)
         summary_path = out / "summary.json"
-        if summary_path.is_file():
-            return json.loads(summary_path.read_text())
+        if summary_path.is_file() and record_gaps(read_run(out)) is None:
+            return read_json_object(summary_path)
+        # unfinished, or finished with torn or missing rows (not finished: the resume cuts
+        # back to the newest checkpoint its records reach and computes the rest again)
         values = dict(values)
         if ckpt.latest_checkpoint(out) is not None:
             values["resume"] = True
@@ -362,10 +376,14 @@ def run_measures(
     final_reward: mean `reward/mean` of the last `k = ceil(final_fraction * N)` of its `N`
     updates; mean_reward: mean over all updates; rise: `final_reward` minus the mean of the first
     `k` updates; greedy / sampled: the held-out score at the largest evaluated step (greedy
-    `accuracy`; sampled `pass_at_k["1"]`, else `avg_at_n`), None without evaluations.
+    `accuracy`; sampled `pass_at_k["1"]`, else `avg_at_n`), None without evaluations;
+    reward_timeouts / eval_timeouts: the answers a scorer timeout made incorrect (training rows'
+    `reward/scoring_timeouts`, the last evaluation's `scoring_timeouts`), None when not recorded.
     """
     rewards = [float(r["reward/mean"]) for r in metrics if "reward/mean" in r]
     out: dict[str, float | None] = {"final_reward": None, "mean_reward": None, "rise": None}
+    counted = [r["reward/scoring_timeouts"] for r in metrics if "reward/scoring_timeouts" in r]
+    out["reward_timeouts"] = float(sum(counted)) if counted else None
     if rewards:
         k = max(1, math.ceil(final_fraction * len(rewards)))
         out["final_reward"] = sum(rewards[-k:]) / k
@@ -373,6 +391,10 @@ def run_measures(
         out["rise"] = out["final_reward"] - sum(rewards[:k]) / k
     steps = [int(r["step"]) for r in evals if r.get("step") is not None]
     last = max(steps) if steps else None
+    at_last = [
+        r["scoring_timeouts"] for r in evals if r.get("step") == last and "scoring_timeouts" in r
+    ]
+    out["eval_timeouts"] = float(sum(at_last)) if at_last else None
     for decoding in ("greedy", "sampled"):
         rows = [r for r in evals if r.get("step") == last and r.get("decoding") == decoding]
         value = None
@@ -416,6 +438,9 @@ class SuiteAnalysis:
     intervals: dict[tuple[int, str, str], dict[str, float]] = field(default_factory=dict)
     paired: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """runs left out because their records have gaps (`gmc_grpo.records.record_gaps`): name
+    and what they lack"""
 
     def to_json(self) -> dict[str, Any]:
         def key(k: tuple[int, str, str]) -> str:
@@ -430,6 +455,7 @@ class SuiteAnalysis:
             "intervals": {key(k): v for k, v in self.intervals.items()},
             "paired": self.paired,
             "runs": self.runs,
+            "skipped": self.skipped,
         }
 
 
@@ -491,8 +517,13 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
     root = Path(folder)
     measures: dict[tuple[int, str, int], dict[str, float | None]] = {}
     runs = []
+    skipped: list[str] = []
     for path, config in _suite_cells(root):
         record = read_run(path)
+        gaps = record_gaps(record)
+        if gaps is not None:  # not finished: its records lack rows (rerun the suite)
+            skipped.append(f"{path.name}: {gaps}")
+            continue
         key = (int(config.get("delay", 0)), str(config["method"]), int(config["seed"]))
         measures[key] = run_measures(record.metrics, record.evals, final_fraction)
         runs.append({"run": path.name, "delay": key[0], "method": key[1], "seed": key[2]})
@@ -500,6 +531,7 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
         raise FileNotFoundError(f"{root} holds no finished run (a folder with summary.json)")
     analysis = analyse_records(measures, final_fraction)
     analysis.runs = runs
+    analysis.skipped = skipped
     return analysis
 
 
@@ -531,6 +563,8 @@ def suite_markdown(analysis: SuiteAnalysis, machine: str | None = None) -> str:
         for method in analysis.methods:
             cells = [_fmt(analysis.intervals.get((delay, method, m))) for m in MEASURES]
             lines.append(f"| {delay} | {method} | " + " | ".join(cells) + " |")
+    if analysis.skipped:
+        lines += ["", "Left out (records with gaps, not finished): " + "; ".join(analysis.skipped)]
     lines += [
         "",
         "Paired differences over seeds (95% interval); **holds** only when the interval excludes "

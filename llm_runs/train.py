@@ -74,6 +74,7 @@ set `length_unit_tokens` to the result; every update logs its realised lag (`sta
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sys
 import time
 from collections import deque
@@ -89,6 +90,8 @@ from gmc_grpo.records import (
     METRIC_NAMES,
     RunWriter,
     check_fresh_run_dir,
+    check_records_reach,
+    complete_steps,
     read_jsonl,
     read_run_config,
 )
@@ -182,6 +185,7 @@ class Trainer:
             )
         if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
             check_seeding(payload.get("seeding"), str(self.out))
+            checkpoint = self._checkpoint_the_records_reach()
         fields = [f.name for f in dataclasses.fields(TrainConfig)]
         old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
         if old is None:  # checkpoints of older versions: the run's config.json
@@ -211,6 +215,37 @@ class Trainer:
                 "rows are dropped; config.json keeps the history)"
             )
         return checkpoint, changes
+
+    def _checkpoint_the_records_reach(self) -> Path:
+        """The newest checkpoint whose step `metrics.jsonl` reaches without a gap (every row
+        below it present): the newest one when the records are whole; an older one (the newer
+        ones, ahead of the records, removed with a notice) when a torn or cut tail lost rows
+        that it does not cover; else `RecordGapError` naming the missing rows."""
+        found = ckpt.list_checkpoints(self.out)
+        newest = max(found)
+        reach = complete_steps(read_jsonl(self.out / "metrics.jsonl"))
+        usable = [step for step in found if step <= reach]
+        if newest <= reach:
+            return found[newest]
+        if not usable:
+            check_records_reach(
+                self.out,
+                min(found),
+                covered_by=f"its oldest checkpoint {found[min(found)].name}",
+                hint="no checkpoint lies before the gap: start the run again without --resume "
+                "in another --out",
+            )
+        chosen = max(usable)
+        ahead = sorted(step for step in found if step > chosen)
+        for step in ahead:
+            shutil.rmtree(found[step])
+        self.notice(
+            f"{self.out}/metrics.jsonl reaches step {reach} only (its later rows are torn or "
+            f"missing): continuing from {found[chosen].name}, the newest checkpoint the records "
+            f"reach; removed the checkpoints ahead of them ({', '.join(found[s].name for s in ahead)})"
+            " and the updates from there on are computed again"
+        )
+        return found[chosen]
 
     # -- setup -------------------------------------------------------------------------------
 
@@ -338,7 +373,7 @@ class Trainer:
         key = rollout_key(
             config, initial_policy_key(config, self.placement.learner_device), overrides
         )
-        return RolloutCache(config.cache_dir, key)
+        return RolloutCache(config.cache_dir, key, notice=self.notice)
 
     def _length_of(self, item: Rollout) -> float:
         """`L` of a launch (a batch or one group): mean response length in units of
@@ -447,6 +482,8 @@ class Trainer:
         row.update(metrics)
         row.update(bounds)
         row["perf/rollout_seconds"] = self.rollouts.take_seconds()
+        if self.scorer is not None:  # beside reward/mean: answers a timeout scored incorrect
+            row["reward/scoring_timeouts"] = self.rollouts.take_scoring_timeouts()
         self.step += 1
         return row
 
@@ -536,6 +573,7 @@ class Trainer:
                         every = config.checkpoint_every
                         batch_done = k == config.inner_steps - 1  # checkpoints between batches
                         if batch_done and (last or (every and self.step % every == 0)):
+                            writer.sync()  # the rows it covers reach the disk before it
                             self.save()
                         if on_step is not None:
                             on_step(row)
@@ -572,6 +610,8 @@ class Trainer:
             "delay": self.config.delay,
             "reward_first_10pct": sum(rewards[:k]) / k if rewards else None,
             "reward_last_10pct": sum(rewards[-k:]) / k if rewards else None,
+            # responses the scorer counted incorrect after two CPU-limit timeouts, whole run
+            "reward_scoring_timeouts": sum(int(r.get("reward/scoring_timeouts", 0)) for r in rows),
             "lag_mean": sum(lags) / len(lags) if lags else None,
             "lag_statistics": self.lag_statistics(),
             "seconds_this_session": seconds,

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import read_json_config
-from gmc_grpo.fieldchecks import parse_int_list, parse_name_list
+from gmc_grpo.fieldchecks import echo, parse_int_list, parse_name_list
+from gmc_grpo.records import NestingError, loads_json
 from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
 from llm_runs.config import TrainConfig
 from llm_runs.engines.factory import ENGINES
@@ -216,9 +217,11 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
             raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
         key, raw = item.split("=", 1)
         try:
-            values[key] = json.loads(raw)
+            values[key] = loads_json(raw)
         except json.JSONDecodeError:
             values[key] = raw
+        except NestingError as err:
+            raise ValueError(f"--set {echo(key, 40)}=...: the value {err}") from None
     if "out" not in values:
         if not args.recipe:
             raise ValueError(

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from gmc_grpo.errors import EXIT_INTERRUPTED
 
 # subcommand -> (module with `main(argv)`, one-line description for `gmc-grpo --help`)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -80,8 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     if command not in SUBCOMMANDS:
         parser.error(f"unknown subcommand {command!r}; choose one of {', '.join(SUBCOMMANDS)}")
     module_name = SUBCOMMANDS[command][0]
-    module = importlib.import_module(module_name)
-    return int(module.main(rest) or 0)
+    try:
+        module = importlib.import_module(module_name)
+        return int(module.main(rest) or 0)
+    except KeyboardInterrupt:  # Ctrl-C outside a command's own handler (gmc_grpo.errors)
+        if os.environ.get("GMC_GRPO_TRACEBACK"):
+            raise
+        print(f"gmc-grpo {command}: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

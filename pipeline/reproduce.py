@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.errors import run_reported
+from gmc_grpo.errors import cut, run_reported
 from gmc_grpo.plugins import PluginImportError
 from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
 from gmc_grpo.runlock import run_lock
@@ -342,11 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     known = {s.name for s in STAGES}
-    if args.only and not set(args.only) <= known:
-        parser.error(
-            f"--only: unknown stage(s) {sorted(set(args.only) - known)}; choose from {sorted(known)}"
-        )
-    return run_reported("gmc-grpo reproduce", lambda: _reproduce(args))
+
+    def checked() -> int:
+        if args.only and not set(args.only) <= known:  # one line, as every other bad input
+            unknown = ", ".join(cut(name, 40) for name in sorted(set(args.only) - known))
+            raise ValueError(
+                f"--only {unknown}: not a stage; choose from {', '.join(sorted(known))} "
+                "(e.g. --only toy_sweep theory)"
+            )
+        return _reproduce(args)
+
+    return run_reported("gmc-grpo reproduce", checked)
 
 
 def _reproduce(args: argparse.Namespace) -> int:

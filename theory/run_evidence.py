@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json
+from gmc_grpo.records import read_json, read_json_object
 from theory.drift_fit import DriftRun, drift_run
 from theory.measured import RunBounds, run_bounds
 from theory.run_records import find_runs, load_series
@@ -62,6 +62,11 @@ def collect_evidence(paths: Iterable[str | Path]) -> RunEvidence:
             continue
         if drift is not None:
             out.drift.append(drift)
+    for config in _files(roots, "config.json"):  # a damaged run is left out with one line
+        try:
+            read_json_object(config)
+        except (OSError, ValueError) as err:
+            out.problems.append(f"skipped a damaged run: {err}")
     for summary in _files(roots, "summary.json"):
         try:
             data = read_json(summary)

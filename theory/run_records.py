@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from gmc_grpo.methods import MethodSettings, get_method
-from gmc_grpo.records import read_json, read_jsonl
+from gmc_grpo.records import describe_missing, missing_steps, read_json_object, read_jsonl
 
 
 def is_tracked_run(run_dir: str | Path) -> bool:
@@ -33,8 +33,10 @@ def is_tracked_run(run_dir: str | Path) -> bool:
     if not path.is_file() or not (Path(run_dir) / "metrics.jsonl").is_file():
         return False
     try:
-        config = read_json(path).get("config", {})
-    except (OSError, ValueError):
+        config = read_json_object(path).get("config", {})
+    except (OSError, ValueError, RecursionError):
+        return False
+    if not isinstance(config, dict) or not isinstance(config.get("bound_every", 0), int):
         return False
     return int(config.get("bound_every", 0) or 0) > 0 and "total_steps" in config
 
@@ -45,10 +47,12 @@ def is_toy_train_run(run_dir: str | Path) -> bool:
     if not (path / "config.json").is_file() or not (path / "summary.json").is_file():
         return False
     try:
-        config = read_json(path / "config.json").get("config", {})
-    except (OSError, ValueError):
+        config = read_json_object(path / "config.json").get("config", {})
+    except (OSError, ValueError, RecursionError):
         return False
-    return {"total_steps", "method", "optimizer", "delay"} <= set(config)
+    return isinstance(config, dict) and {"total_steps", "method", "optimizer", "delay"} <= set(
+        config
+    )
 
 
 def find_runs(paths: Iterable[str | Path], tracked: bool = True) -> list[Path]:
@@ -139,10 +143,19 @@ def _float(value: Any) -> float:
 def load_series(run_dir: str | Path) -> RunSeries:
     """The arrays of a tracked run (`is_tracked_run`); raises `ValueError` on missing fields."""
     run_dir = Path(run_dir)
-    config = read_json(run_dir / "config.json")["config"]
+    config = read_json_object(run_dir / "config.json").get("config")
+    if not isinstance(config, dict):
+        raise ValueError(f"{run_dir}/config.json: its 'config' is not a JSON object")
     rows = read_jsonl(run_dir / "metrics.jsonl")
     seeds = [int(s) for s in config["seeds"]]
     steps = int(config["total_steps"])
+    gaps = missing_steps(rows, steps, seeds)
+    if gaps:  # a run with gaps is left out, with the rows it lacks named (issue 36)
+        count = sum(len(v) for v in gaps.values())
+        raise ValueError(
+            f"{run_dir}/metrics.jsonl lacks {count} of the {steps * len(seeds)} rows of its "
+            f"{steps} steps ({describe_missing(gaps)}): an unfinished run, or rows lost"
+        )
     by_seed: dict[int, list[dict[str, Any]]] = {s: [] for s in seeds}
     for row in rows:
         by_seed.setdefault(int(row["seed"]), []).append(row)
@@ -167,6 +180,6 @@ def load_series(run_dir: str | Path) -> RunSeries:
     final = np.array([np.nan] * len(seeds))
     summary_path = run_dir / "summary.json"
     if summary_path.is_file():
-        per_seed = read_json(summary_path).get("per_seed", {})
+        per_seed = read_json_object(summary_path).get("per_seed", {})
         final = np.array([_float(per_seed.get(str(s), {}).get("final_objective")) for s in seeds])
     return RunSeries(config, seeds, every, np.array(marks, dtype=np.int64), recorded, final)

@@ -59,6 +59,21 @@ def num_responses_per_prompt(vocab_size: int, max_length: int) -> int:
     return sum((vocab_size - 1) ** l for l in range(max_length + 1))
 
 
+def num_responses_up_to(num_prompts: int, vocab_size: int, max_length: int, cap: int) -> int:
+    """`K * num_responses_per_prompt(V, T)` when it is at most `cap`, else a number above `cap`:
+    the sum stops once past it, so `max_length = 100000` costs a few steps, not a sum of
+    100,001 huge integers (which hung `toy train --max-length 100000`)."""
+    total, term = 0, num_prompts
+    for _ in range(max_length + 1):
+        total += term
+        if total > cap:
+            return cap + 1
+        term *= vocab_size - 1
+        if term == 0:
+            break
+    return total
+
+
 @dataclass
 class TokenMDP:
     """A token MDP with enumerated responses (see the module docstring for the response set).
@@ -121,11 +136,13 @@ class TokenMDP:
                 f"TokenMDP.pattern_length must be in [1, max_length={self.max_length}], "
                 f"got {self.pattern_length}"
             )
-        total = self.num_prompts * num_responses_per_prompt(self.vocab_size, self.max_length)
+        total = num_responses_up_to(
+            self.num_prompts, self.vocab_size, self.max_length, MAX_RESPONSES
+        )
         if total > MAX_RESPONSES:
             raise ValueError(
                 f"TokenMDP with vocab_size={self.vocab_size}, max_length={self.max_length}, "
-                f"num_prompts={self.num_prompts} has {total} responses (> {MAX_RESPONSES}); "
+                f"num_prompts={self.num_prompts} has more than {MAX_RESPONSES:,} responses; "
                 "choose a smaller vocabulary or maximum length"
             )
         self._enumerate()

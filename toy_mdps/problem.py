@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.configs import config_error, read_json_config
-from gmc_grpo.fieldchecks import check_number, check_seed
+from gmc_grpo.fieldchecks import check_number, check_seed, count_problem, echo, toy_memory_problem
 from gmc_grpo.seeding import stream_seed
-from toy_mdps.mdp import REWARD_KINDS, TokenMDP
+from toy_mdps.mdp import MAX_RESPONSES, REWARD_KINDS, TokenMDP, num_responses_up_to
 from toy_mdps.policies import POLICY_CLASSES
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -53,6 +53,23 @@ def check_problem_fields(config: Any) -> None:
             raise config_error(config, name, "must be >= 1")
     if config.vocab_size < 2:
         raise config_error(config, "vocab_size", "must be >= 2 (one token is EOS)")
+    for name in ("num_prompts", "vocab_size", "max_length"):
+        problem = count_problem(getattr(config, name), 1)
+        if problem:
+            raise config_error(config, name, problem)
+    responses = num_responses_up_to(
+        config.num_prompts, config.vocab_size, config.max_length, MAX_RESPONSES
+    )
+    if responses > MAX_RESPONSES:  # the MDP's tables enumerate every response of every prompt
+        name = "max_length" if config.max_length > 6 else "vocab_size"
+        raise config_error(
+            config,
+            name,
+            f"num_prompts {echo(config.num_prompts)} x the responses of vocab_size "
+            f"{echo(config.vocab_size)} up to max_length {echo(config.max_length)} tokens are "
+            f"more than the {MAX_RESPONSES:,} the exact tables enumerate; use a smaller "
+            f"{name}, e.g. {6 if name == 'max_length' else 4}",
+        )
     if config.pattern_length > config.max_length:
         raise config_error(config, "pattern_length", f"must be <= max_length={config.max_length}")
     if config.reward not in REWARD_KINDS:
@@ -62,6 +79,32 @@ def check_problem_fields(config: Any) -> None:
         raise config_error(config, "policy", f"must be one of {POLICY_NAMES}")
     check_number(config, "init_scale", at_least=0.0)
     check_seed(config, "mdp_seed")
+
+
+# the flag of each toy size field, for the messages of `check_sample_memory`
+SIZE_FLAGS = {
+    "seeds": "--seeds",
+    "num_groups": "--num-groups",
+    "group_size": "--group-size",
+    "group_sizes": "--group-sizes",
+    "num_minibatches": "--num-minibatches",
+    "bound_minibatches": "--bound-minibatches",
+    "max_length": "--max-length",
+}
+
+
+def check_sample_memory(config: Any, counts: list[tuple[str, Any]]) -> None:
+    """Refuse a toy config whose sampled responses would need more than
+    `gmc_grpo.fieldchecks.MAX_TOY_MEMORY_BYTES` (`toy_memory_problem`): `counts` are the
+    `(field, value)` multiplied (a list field enters as its largest entry), each response has
+    `max_length + 1` token slots. The message names the largest count's field and its flag
+    (`SIZE_FLAGS`)."""
+    problem = toy_memory_problem(counts, int(config.max_length) + 1)
+    if problem:
+        name = max(counts, key=lambda item: int(item[1]))[0]
+        field = name.split(" ")[0]
+        flag = SIZE_FLAGS.get(field, field)
+        raise config_error(config, field, f"{problem}; use a smaller {field} ({flag})")
 
 
 def make_mdp(config: Any) -> TokenMDP:

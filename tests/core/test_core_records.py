@@ -7,6 +7,7 @@ import os
 import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -315,3 +316,74 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
     with _umask(0o077):
         atomic_write_json(path, {"a": 2})  # a plain open("w") keeps the mode too
     assert _mode(path) == 0o640 and read_json(path) == {"a": 2}
+
+
+# -- records that cannot lose rows (issue 36) ---------------------------------------------------
+
+
+def test_missing_and_complete_steps_per_seed_pinned() -> None:
+    from gmc_grpo.records import complete_steps, describe_missing, missing_steps
+
+    rows = [{"step": n, "seed": s} for n in range(5) for s in (0, 1)]
+    rows = [r for r in rows if (r["step"], r["seed"]) not in {(1, 1), (2, 1), (4, 0)}]
+    assert missing_steps(rows, 5, [0, 1]) == {0: [4], 1: [1, 2]}
+    assert missing_steps(rows, 1, [0, 1]) == {}
+    assert complete_steps(rows, [0, 1]) == 1  # seed 1 lacks step 1
+    assert describe_missing({0: [4], 1: [1, 2]}) == "seed 0: step 4; seed 1: steps 1-2"
+    # LLM rows carry no seed: one sequence
+    llm = [{"step": n} for n in (0, 1, 2, 4, 6, 7)]
+    assert missing_steps(llm, 8) == {None: [3, 5]}
+    assert describe_missing(missing_steps(llm, 8)) == "steps 3, 5"
+    assert complete_steps(llm) == 3
+    assert complete_steps([]) == 0
+
+
+def test_check_records_reach_names_the_rows_and_the_torn_line(tmp_path: Path) -> None:
+    from gmc_grpo.records import RecordGapError, check_records_reach
+
+    rows = "".join(json.dumps({"step": n}) + "\n" for n in range(4))
+    (tmp_path / "metrics.jsonl").write_text(rows + '{"step": 4, "rew')
+    check_records_reach(tmp_path, 4, covered_by="checkpoint 4", hint="x")  # whole below 4
+    with pytest.raises(RecordGapError) as caught:
+        check_records_reach(tmp_path, 6, covered_by="its checkpoint step_000006", hint="fix it")
+    assert str(caught.value) == (
+        f"{tmp_path / 'metrics.jsonl'} lacks 2 rows that its checkpoint step_000006 covers "
+        "(steps 4-5); its line 5 is torn (cut off mid-write), so continuing from it would leave "
+        "a gap in the records: fix it"
+    )
+
+
+def test_record_gaps_of_read_back_runs(tmp_path: Path) -> None:
+    from gmc_grpo.records import RunRecord, record_gaps
+
+    toy = {"config": {"seeds": [0, 1], "total_steps": 3, "checkpoint_every": 3}}
+    whole = [{"step": n, "seed": s} for n in range(3) for s in (0, 1)]
+    assert record_gaps(RunRecord(tmp_path, toy, metrics=whole, summary={})) is None
+    cut = whole[:-1]
+    torn = RunRecord(tmp_path, toy, metrics=cut, summary={}, torn={"metrics.jsonl": 6})
+    assert record_gaps(torn) == "1 missing metrics rows (seed 1: step 2); metrics.jsonl line 6 torn"
+    # a running run (no summary) is held to its largest step only
+    assert record_gaps(RunRecord(tmp_path, toy, metrics=whole[:2])) is None
+    # a sweep numbers rows by `step` across seeds: one sequence
+    sweep = {"config": {"seeds": [0, 1], "total_steps": 800}}
+    rows = [{"step": n, "seed": n % 2} for n in range(4)]
+    assert record_gaps(RunRecord(tmp_path, sweep, metrics=rows, summary={})) is None
+    assert record_gaps(RunRecord(tmp_path, sweep, metrics=rows[:1] + rows[2:])) == (
+        "1 missing metrics rows (step 1)"
+    )
+
+
+def test_the_writer_syncs_rows_before_a_summary(tmp_path: Path, monkeypatch) -> None:
+    """`RunWriter.sync` fsyncs the open record files; `write_summary` calls it first."""
+
+    from gmc_grpo import records
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(records.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    writer = records.RunWriter(tmp_path, {"a": 1})
+    writer.log_metrics({"step": 0})
+    before = len(synced)
+    writer.write_summary({"done": True})
+    assert len(synced) >= before + 2  # the metrics file, then the summary's temp file
+    writer.close()

@@ -197,13 +197,36 @@ def test_a_torn_last_line_is_reported(tmp_path: Path, capsys) -> None:
     note = f"toy/metrics.jsonl: line {complete + 1}: a torn last line"
     assert sum(note in line for line in printed.splitlines() if line.startswith("note: ")) == 1
     text = (out / "INDEX.md").read_text()
-    section = text.split("## Torn records (read without their last line)")[1].split("## ")[0]
+    section = text.split("## Torn or gapped records (drawn from the rows they hold)")[1].split(
+        "## "
+    )[0]
     assert note in section
     rows = [line for line in text.splitlines() if line.startswith("| `") and "toy" in line]
     assert rows and all("(torn line left out)" in line for line in rows)
     assert all("| 6 (torn line left out) |" in line for line in rows)  # steps 0-5, per curve
     assert main([str(root), "--list"]) == 0
     assert "(torn last line left out: metrics.jsonl)" in capsys.readouterr().out
+
+
+def test_missing_rows_are_reported_and_the_rest_drawn(tmp_path: Path, capsys) -> None:
+    """Issue 36: a run whose metrics lack steps (rows deleted, a finished run cut short) is
+    drawn from the rows it holds, with a note naming the missing rows in the output, in
+    `INDEX.md` and in `--list`."""
+    root = tmp_path / "runs"
+    run = write_toy_train_run(root, "toy", delays=(0, 2), steps=6)
+    metrics = run / "metrics.jsonl"
+    kept = [
+        line for line in metrics.read_text().splitlines(keepends=True) if '"step": 3,' not in line
+    ]
+    metrics.write_text("".join(kept))
+    out = tmp_path / "out"
+    assert main([str(root), "--out", str(out), "--only", "bounds_toy"]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "missing rows" in line]
+    assert len(notes) == 1 and "toy/metrics.jsonl: missing rows (" in notes[0]
+    assert "step 3" in notes[0] and "drawn with the gap" in notes[0]
+    assert "missing rows (" in (out / "INDEX.md").read_text()
+    assert main([str(root), "--list"]) == 0
+    assert "(missing rows: " in capsys.readouterr().out
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:

@@ -328,7 +328,9 @@ def test_code_strings_are_never_executed(tmp_path, scorer: Scorer) -> None:
     assert not marker.exists()
 
 
-def test_power_towers_and_huge_numbers_are_bounded(scorer: Scorer) -> None:
+def test_power_towers_and_huge_numbers_are_bounded() -> None:
+    # 1 CPU second per comparison (2 on the retry): each tower is cut within about 3 s of CPU
+    scorer = Scorer(num_workers=2, timeout_s=1.0, memory_mb=2048)
     completions = [
         "\\boxed{9^{9^{9^{9}}}}",
         "\\boxed{9^9^9^9}",
@@ -336,10 +338,13 @@ def test_power_towers_and_huge_numbers_are_bounded(scorer: Scorer) -> None:
         "\\boxed{1000000!}",
         "\\boxed{2^{2^{2^{2^{2^{2}}}}}}",
     ]
-    verdicts = scorer.score(completions, ["5", "5", "1", "1", "1"])
-    assert verdicts == [False] * len(completions)
-    # The pool is still usable afterwards.
-    assert scorer.score(["\\boxed{0.5}"], ["\\frac{1}{2}"]) == [True]
+    with scorer:
+        verdicts, timed_out = scorer.score_counted(completions, ["5", "5", "1", "1", "1"])
+        assert verdicts == [False] * len(completions)
+        assert sum(timed_out) == scorer.stats.timeouts  # counted where they are reported
+        assert scorer.stats.retried >= scorer.stats.timeouts  # each was tried twice
+        # The pool is still usable afterwards.
+        assert scorer.score(["\\boxed{0.5}"], ["\\frac{1}{2}"]) == [True]
 
 
 def test_deep_braces_and_megabytes(scorer: Scorer) -> None:
@@ -352,17 +357,20 @@ def test_deep_braces_and_megabytes(scorer: Scorer) -> None:
 
 
 def test_a_hanging_comparison_is_killed_and_the_worker_replaced() -> None:
-    # A timeout far below math-verify's own (1 s minimum) forces the kill path.
+    # A tiny CPU limit: the towers are cut (by the CPU timer, or the kernel's RLIMIT_CPU
+    # when stuck in C code) on both tries, and counted as timeouts.
     with Scorer(num_workers=1, timeout_s=0.05, memory_mb=2048) as tight:
-        verdicts = tight.score(["\\boxed{9^{9^{9^{9}}}}", "\\boxed{2^{3^{4^{5}}}}"], ["1", "2"])
+        verdicts, timed_out = tight.score_counted(
+            ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{2^{3^{4^{5}}}}"], ["1", "2"]
+        )
         assert verdicts == [False, False]
-        assert tight.stats.timeouts >= 1
+        assert tight.stats.timeouts >= 1 and sum(timed_out) == tight.stats.timeouts
     with Scorer(num_workers=1, timeout_s=3.0) as relaxed:
         assert relaxed.score(["\\boxed{\\frac{2}{4}}"], ["0.5"]) == [True]
 
 
 def test_workers_run_under_the_memory_limit() -> None:
-    with Scorer(num_workers=1, timeout_s=5.0, memory_mb=400) as small:
+    with Scorer(num_workers=1, timeout_s=2.0, memory_mb=400) as small:
         # 2^(2^31) would need ~256 MB as an integer: the worker fails or times out, not the host.
         verdicts = small.score(["\\boxed{2^{2^{31}}}", "\\boxed{0.25}"], ["1", "\\frac14"])
         assert verdicts == [False, True]
@@ -409,6 +417,61 @@ def test_labelled_answer_pairs_agree_with_the_labels(scorer: Scorer) -> None:
     assert not ours_wrong, f"is_correct disagrees with the labels on {ours_wrong}"
     unexplained = [p for p in alone_wrong if "math_verify_wrong_because" not in p]
     assert not unexplained, f"math-verify alone is wrong on pairs without a reason: {unexplained}"
+
+
+def _busy(seconds: float) -> subprocess.Popen:
+    """A process that spins on one core for `seconds` (then exits by itself)."""
+    code = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end: pass"
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+@pytest.mark.slow
+def test_labelled_pairs_get_the_same_verdicts_on_a_loaded_machine() -> None:
+    """Issue 36: the scorer's limit is the comparison's own CPU time, so 16 busy processes
+    on the machine (each ending by itself within 90 s, and killed when the test ends) change
+    no verdict of the labelled pairs at the suite's 3 s limit, and nothing times out. With the
+    former wall-clock limit, 12 of 30 equivalent pairs were scored wrong at a load of 24."""
+    completions = [_completion(p["prediction"]) for p in LABELLED]
+    references = [p["reference"] for p in LABELLED]
+    with Scorer(num_workers=2, timeout_s=3.0) as idle:
+        quiet = idle.score(completions, references)
+    busy = [_busy(90.0) for _ in range(16)]
+    try:
+        with Scorer(num_workers=2, timeout_s=3.0) as loaded:
+            verdicts, timed_out = loaded.score_counted(completions, references)
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+    assert sum(timed_out) == 0
+    assert verdicts == quiet == [p["correct"] for p in LABELLED]
+
+
+def test_the_worker_limit_is_cpu_time_not_wall_clock() -> None:
+    """A comparison that sleeps (uses no CPU) is not cut at its CPU limit; one that spins is,
+    by the process's CPU timer (pinned: `timed_out` true, verdict false)."""
+    import time as time_module
+
+    from llm_runs import scoring_worker
+
+    def sleeps(*args: object) -> bool:
+        time_module.sleep(0.6)
+        return True
+
+    def spins(*args: object) -> bool:
+        while True:
+            pass
+
+    original = scoring_worker.verify_equivalent
+    try:
+        scoring_worker.verify_equivalent = sleeps
+        assert scoring_worker.verify_within("1", "1", 0.3) == (True, False)
+        scoring_worker.verify_equivalent = spins
+        started = scoring_worker.cpu_seconds()
+        assert scoring_worker.verify_within("1", "1", 0.3) == (False, True)
+        assert scoring_worker.cpu_seconds() - started >= 0.29
+    finally:
+        scoring_worker.verify_equivalent = original
 
 
 def test_known_limitations_are_still_wrong(scorer: Scorer) -> None:

@@ -112,7 +112,17 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
         "rise": 18.0,  # 18.5 - mean of the first 2
         "greedy": 0.4,
         "sampled": 0.35,
+        "reward_timeouts": None,  # records written before the scorer counted its timeouts
+        "eval_timeouts": None,
     }
+    # issue 36: the answers a scorer timeout made incorrect, beside the rewards and Pass@1
+    metrics[3]["reward/scoring_timeouts"] = 2
+    metrics[4]["reward/scoring_timeouts"] = 0
+    evals[0]["scoring_timeouts"] = 5  # an earlier evaluation: not the last one's
+    evals[1]["scoring_timeouts"] = 1
+    evals[2]["scoring_timeouts"] = 3
+    got = run_measures(metrics, evals, final_fraction=0.1)
+    assert (got["reward_timeouts"], got["eval_timeouts"]) == (2.0, 4.0)
     assert run_measures(metrics, [], 0.25)["final_reward"] == 17.0  # last 5 of 20: 15..19
     assert run_measures(metrics, [], 0.25)["greedy"] is None
 
@@ -145,6 +155,35 @@ def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path)
     for method in ("gmc", "grpo"):
         assert records(tmp_path / f"{method}_cached") == records(tmp_path / f"{method}_alone")
     assert records(tmp_path / "grpo_seed1") != records(tmp_path / "grpo_alone")
+
+
+def test_a_damaged_cache_entry_is_dropped_and_generated_again(tmp_path):
+    """Issue 36: a truncated rollout file (and a damaged initial-policy marker) in the shared
+    cache: the next run drops the entry with a notice naming it, generates it again and writes
+    the records of a run without the cache."""
+    from llm_runs.recipes import config_from_values
+
+    def run(name, cache=None, notes=None):
+        values = {**BASE, "out": str(tmp_path / name), "method": "gmc", "seed": 0}
+        notice = quiet if notes is None else notes.append
+        trainer = Trainer(config_from_values({**values, "cache_dir": cache}), notice=notice)
+        trainer.run()
+        return trainer
+
+    cache = tmp_path / "cache"
+    run("first", cache=str(cache))
+    (entry,) = sorted((cache / "rollouts").rglob("pos00000000_*.safetensors"))[:1]
+    entry.write_bytes(entry.read_bytes()[:-50])  # cut short, as a full disk or a copy leaves it
+    (marker,) = list((cache / "initial_models").glob("*/key.json"))
+    marker.write_text('{"name": ')
+    notes: list[str] = []
+    again = run("again", cache=str(cache), notes=notes)
+    dropped = [n for n in notes if "dropped a damaged rollout-cache entry" in n]
+    assert len(dropped) == 1 and str(entry) in dropped[0] and "generating it again" in dropped[0]
+    assert again.rollouts.cache.dropped == 1
+    assert (again.rollouts.cache.hits, again.rollouts.cache.misses) == (2, 1)
+    run("alone")
+    assert records(tmp_path / "again") == records(tmp_path / "alone")
 
 
 def test_two_seed_two_method_suite(tmp_path):
@@ -278,3 +317,26 @@ def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
     handed.put("2")
     _pin_worker(handed)  # what each worker process runs first
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
+    """Issue 36: a run whose metrics lack rows (a torn last line beside its summary) is left out
+    of the analysis and named under the table (`_run_one` resumes such a run, not reuses it)."""
+    from gmc_grpo.records import RunWriter
+    from llm_runs import suite
+
+    for seed in (0, 1):
+        config = {"method": "gmc", "seed": seed, "delay": 2, "inner_steps": 1,
+                  "checkpoint_every": 2, "total_steps": 4}  # fmt: skip
+        with RunWriter(tmp_path / f"gmc_d2_seed{seed}", config) as writer:
+            for step in range(4):
+                writer.log_metrics({"step": step, "reward/mean": 0.1 * step})
+            writer.write_summary({"steps": 4})
+    metrics = tmp_path / "gmc_d2_seed1" / "metrics.jsonl"
+    metrics.write_bytes(metrics.read_bytes()[:-20])
+    analysis = suite.analyse_suite(tmp_path)
+    assert [r["seed"] for r in analysis.runs] == [0]
+    assert analysis.skipped == [
+        "gmc_d2_seed1: 1 missing metrics rows (step 3); metrics.jsonl line 4 torn"
+    ]
+    assert "Left out (records with gaps, not finished): gmc_d2_seed1" in suite_markdown(analysis)

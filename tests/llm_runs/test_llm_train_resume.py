@@ -141,3 +141,38 @@ def test_method_state_of_new_and_old_checkpoints():
     old = ckpt._method_state({}, {"gac.previous_gradient": grad})
     assert torch.equal(old["previous_gradient"], grad)
     assert ckpt._method_state({}, {}) == {"previous_gradient": None}
+
+
+def test_a_torn_tail_is_cut_back_to_the_checkpoint_the_records_reach(tmp_path):
+    """Issue 36: the last 50 bytes of a finished run's `metrics.jsonl` cut (the row of step 6
+    torn): the resume continues from checkpoint 6 (the newest the records reach; checkpoint 7,
+    ahead of them, is removed with a notice) and the records equal the uninterrupted run's,
+    steps 0-6 without a gap. Rows missing below every checkpoint are refused, naming them."""
+    import shutil
+
+    from gmc_grpo.records import RecordGapError
+
+    straight = tmp_path / "straight"
+    train(config(straight, method="gmc", delay=1), reward_fn=even_first_char, notice=quiet)
+    assert sorted(ckpt.list_checkpoints(straight)) == [6, 7]
+    broken = tmp_path / "broken"
+    shutil.copytree(straight, broken)
+    data = (broken / "metrics.jsonl").read_bytes()
+    (broken / "metrics.jsonl").write_bytes(data[:-50])
+    notes: list[str] = []
+    train(
+        config(broken, method="gmc", delay=1, resume=True),
+        reward_fn=even_first_char,
+        notice=notes.append,
+    )
+    assert any("continuing from step_000006" in n and "step_000007" in n for n in notes)
+    got = strip(read_jsonl(broken / "metrics.jsonl"))
+    assert [r["step"] for r in got] == list(range(7))
+    assert got == strip(read_jsonl(straight / "metrics.jsonl"))
+
+    gapped = tmp_path / "gapped"
+    shutil.copytree(straight, gapped)
+    rows = (gapped / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (gapped / "metrics.jsonl").write_text("".join(rows[:2] + rows[4:]))  # steps 2, 3 gone
+    with pytest.raises(RecordGapError, match=r"lacks 2 rows .* step_000006 covers \(steps 2-3\)"):
+        Trainer(config(gapped, method="gmc", delay=1, resume=True), notice=quiet)

@@ -70,7 +70,7 @@ CASES = [
     ("sweep-missing", ["toy", "sweep", "--config", "{tmp}/nope.json"],
      "does not exist; shipped configs: ['direct.json', 'full.json', 'quick.json']"),
     ("sweep-dir", ["toy", "sweep", "--config", "{tmp}"], "is a directory, not a file"),
-    ("sweep-flag-type", ["toy", "sweep", "--num-groups", "four"], "invalid int value: 'four'"),
+    ("sweep-flag-type", ["toy", "sweep", "--num-groups", "four"], "'four': not a whole number"),
     ("sweep-threads-0", ["toy", "sweep", "--threads", "0"], "--threads 0: must be a whole number"),
     ("sweep-seeds-gap", ["toy", "sweep", "--seeds", "1,,2"], "--seeds '1,,2': an entry is empty"),
     ("sweep-eps-nan", ["toy", "sweep", "--eps", "0.2,nan"], "'nan' is not a finite number"),
@@ -108,7 +108,7 @@ CASES = [
      "is a file, not a folder"),
     ("train-out-read-only", ["toy", "train", "--out", "{read_only}/run", "--steps", "10"],
      "cannot write into"),
-    ("train-flag-type", [*TOY_RUN, "--delay", "abc"], "invalid int value: 'abc'"),
+    ("train-flag-type", [*TOY_RUN, "--delay", "abc"], "--delay 'abc': not a whole number"),
     ("train-extend-new", [*TOY_RUN, "--extend-to", "20"], "holds no run to continue"),
     # -- llm train
     ("llm-train-torn", [*TINY_TRAIN, "--config", "{torn.json}"], "not valid JSON"),
@@ -193,7 +193,7 @@ CASES = [
     ("figures-out-read-only", ["figures", "{runs}", "--out", "{read_only}/figs"],
      "cannot write into"),
     ("theory-flag-type", ["theory", "--eps", "abc"], "invalid float value: 'abc'"),
-    ("reproduce-stage", ["reproduce", "--only", "nope", "--out", "{out}"], "unknown stage(s)"),
+    ("reproduce-stage", ["reproduce", "--only", "nope", "--out", "{out}"], "--only nope: not a stage"),
     ("reproduce-out-file", ["reproduce", "--out", "{not_a_folder}"], "is a file"),
 ]  # fmt: skip
 

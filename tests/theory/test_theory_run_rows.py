@@ -219,3 +219,28 @@ def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> Non
     row = evaluate_claim("theorem1", evidence=evidence)
     assert row["verdict"] == "reconstructed" and "vacuous there" in str(row["result"])
     assert evaluate_claim("lemma1", evidence=evidence)["verdict"] == VERIFIED
+
+
+def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path: Path) -> None:
+    """Issue 36: a tracked run whose metrics lack rows is left out of the run rows with a line
+    naming them; a `config.json` that is a JSON list is not a run (no AttributeError); the
+    other runs are read."""
+    from theory.run_records import find_runs
+
+    good = write_run(tmp_path / "good")
+    gapped = write_run(tmp_path / "gapped")
+    metrics = gapped / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    kept = [r for r in rows if not (r["step"] == 2 and r["seed"] == 1)]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    listed = tmp_path / "listed"
+    listed.mkdir()
+    (listed / "config.json").write_text("[1, 2]")
+    (listed / "metrics.jsonl").write_text("")
+    assert find_runs([tmp_path]) == [gapped, good]
+    evidence = collect_evidence([tmp_path])
+    assert len(evidence.tracked) == 1  # the good run
+    gap, damaged = evidence.problems
+    assert str(gapped) in gap and "lacks 1 of the" in gap and "(seed 1: step 2)" in gap
+    assert damaged.startswith("skipped a damaged run: ") and "listed/config.json" in damaged
+    assert "not a JSON object" in damaged

@@ -19,6 +19,7 @@ from gmc_grpo.fieldchecks import (
     parse_float_list,
     parse_int_list,
     parse_name_list,
+    parse_whole_number,
 )
 
 HELP = "bias and second moment of every estimator vs delay, eps and G (exact gradients)"
@@ -38,21 +39,25 @@ _OVERRIDES: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--eps": ("eps_values", parse_float_list, "comma-separated eps values (cap 1+eps)"),
     "--group-sizes": ("group_sizes", parse_int_list, "comma-separated group sizes G"),
     "--seeds": ("seeds", parse_int_list, "comma-separated replicate seeds"),
-    "--num-minibatches": ("num_minibatches", int, "M, minibatches per grid point"),
-    "--num-groups": ("num_groups", int, "B, groups per minibatch"),
+    "--num-minibatches": ("num_minibatches", parse_whole_number, "M, minibatches per grid point"),
+    "--num-groups": ("num_groups", parse_whole_number, "B, groups per minibatch"),
     "--behavior": ("behavior", str, "trajectory or direct"),
     "--policy": ("policy", str, "tabular or loglinear"),
     "--advantage": ("advantage", str, "loo, centered, std or paper"),
-    "--mdp-seed": ("mdp_seed", int, "seed of the MDP (each prompt's target pattern)"),
+    "--mdp-seed": (
+        "mdp_seed",
+        parse_whole_number,
+        "seed of the MDP (each prompt's target pattern)",
+    ),
     "--init-seed": (
         "init_seed",
-        int,
+        parse_whole_number,
         "seed of the learning problems: replicate s draws theta_0, the direct mode's direction "
         "and the trajectory noise from three streams of this seed (gmc_grpo.seeding)",
     ),
     "--seed": (
         "run_seed",
-        int,
+        parse_whole_number,
         "sampling seed: the root of every cell's minibatch stream (gmc_grpo.seeding)",
     ),
 }

@@ -34,6 +34,7 @@ from toy_mdps.problem import (
     CONFIG_DIR,
     ProblemFields,
     check_problem_fields,
+    check_sample_memory,
     config_kind,
     read_toy_config,
 )
@@ -162,6 +163,15 @@ class SweepConfig(ProblemFields):
             check_seed(self, name)
         if self.num_minibatches < 3:
             raise bad("num_minibatches", "must be >= 3 (jackknife intervals)")
+        # a cell samples M x B x G responses at once: their memory, before anything is written
+        check_sample_memory(
+            self,
+            [
+                ("num_minibatches", self.num_minibatches),
+                ("num_groups", self.num_groups),
+                ("group_sizes (largest)", max(self.group_sizes)),
+            ],
+        )
         if not 0 < self.confidence < 1:
             raise bad("confidence", "must be in (0, 1)")
 

@@ -20,7 +20,7 @@ import csv
 import math
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ from gmc_grpo.records import (
     RecordsExistError,
     RunWriter,
     atomic_write_text,
+    check_same_kind,
+    erased_text,
     read_jsonl,
     read_run_config,
 )
@@ -396,6 +398,11 @@ def _cells(todo: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return cells
 
 
+def _is_sweep_config(config: Mapping[str, Any]) -> bool:
+    """A run's `config` written by `toy sweep` (the only one with `num_minibatches`)."""
+    return "num_minibatches" in config
+
+
 @locks_folder("run_dir")
 def run_sweep(
     config: SweepConfig,
@@ -419,11 +426,16 @@ def run_sweep(
 
     check_jobs(jobs)
     run_dir = Path(run_dir)
+    if fresh:
+        check_same_kind(run_dir, is_own=_is_sweep_config, kind="toy sweep")
+        erased = erased_text(run_dir)
+        if erased:
+            print(f"--fresh: erasing the rows of {run_dir} ({erased})", file=sys.stderr)
     payload = None if fresh else read_run_config(run_dir)
     if payload is not None:
         check_seeding(payload.get("seeding"), str(run_dir), what="sweep")
         previous = payload.get("config")
-        if not isinstance(previous, dict) or "num_minibatches" not in previous:
+        if not isinstance(previous, dict) or not _is_sweep_config(previous):
             raise RecordsExistError(
                 f"{run_dir} holds another kind of run (its config.json is not a sweep's): "
                 "choose another --out"

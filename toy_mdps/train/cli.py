@@ -24,7 +24,13 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from gmc_grpo.fieldchecks import check_threads, flag_type, flag_value, parse_int_list
+from gmc_grpo.fieldchecks import (
+    check_threads,
+    flag_type,
+    flag_value,
+    parse_int_list,
+    parse_whole_number,
+)
 
 HELP = (
     "asynchronous learners (fixed delay, length-coupled or rollout workers) with exact metrics "
@@ -47,9 +53,13 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
         str,
         "fixed_delay, length_coupled, workers or a registered one (GMC_GRPO_SCHEDULES)",
     ),
-    "--delay": ("delay", int, "D of the fixed-delay schedule"),
+    "--delay": ("delay", parse_whole_number, "D of the fixed-delay schedule"),
     "--lam": ("lam", float, "lambda of the length-coupled schedule (launches per token)"),
-    "--workers": ("num_workers", int, "W rollout workers of the worker schedule (mean lag W/B)"),
+    "--workers": (
+        "num_workers",
+        parse_whole_number,
+        "W rollout workers of the worker schedule (mean lag W/B)",
+    ),
     "--generation-time": (
         "generation_time",
         str,
@@ -63,35 +73,47 @@ _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--update-time": ("update_time", float, "workers: clock time of one update (0)"),
     "--drift-max-lag": (
         "drift_max_lag",
-        int,
+        parse_whole_number,
         "record both sides of the delay-regularity condition for lags 1..this (0: off)",
     ),
-    "--group-size": ("group_size", int, "G"),
-    "--num-groups": ("num_groups", int, "B"),
+    "--group-size": ("group_size", parse_whole_number, "G"),
+    "--num-groups": ("num_groups", parse_whole_number, "B"),
     "--optimizer": ("optimizer", str, "adam or sgd"),
     "--lr": ("lr", float, "peak step size"),
     "--lr-schedule": ("lr_schedule", str, "cosine or constant"),
     "--grad-clip": ("grad_clip", _optional_float, "gradient-norm clip (none disables)"),
-    "--steps": ("total_steps", int, "learner updates N"),
+    "--steps": ("total_steps", parse_whole_number, "learner updates N"),
     "--seeds": ("seeds", parse_int_list, "comma-separated seeds, run at once"),
     "--advantage": ("advantage", str, "paper, loo, centered or std"),
-    "--num-prompts": ("num_prompts", int, "K"),
-    "--max-length": ("max_length", int, "T"),
+    "--num-prompts": ("num_prompts", parse_whole_number, "K"),
+    "--max-length": ("max_length", parse_whole_number, "T"),
     "--policy": ("policy", str, "tabular or loglinear"),
-    "--checkpoint-every": ("checkpoint_every", int, "steps between checkpoints"),
-    "--mdp-seed": ("mdp_seed", int, "seed of the MDP (each prompt's target pattern)"),
-    "--init-seed": ("init_seed", int, "seed of theta_0, shared by every learner seed"),
+    "--checkpoint-every": ("checkpoint_every", parse_whole_number, "steps between checkpoints"),
+    "--mdp-seed": (
+        "mdp_seed",
+        parse_whole_number,
+        "seed of the MDP (each prompt's target pattern)",
+    ),
+    "--init-seed": (
+        "init_seed",
+        parse_whole_number,
+        "seed of theta_0, shared by every learner seed",
+    ),
     "--seed": (
         "run_seed",
-        int,
+        parse_whole_number,
         "sampling seed: the root of each learner seed's (--seeds) streams (gmc_grpo.seeding)",
     ),
     "--bound-every": (
         "bound_every",
-        int,
+        parse_whole_number,
         "record the bound quantities, estimator statistics every K steps (0: off)",
     ),
-    "--bound-minibatches": ("bound_minibatches", int, "minibatches per recorded step"),
+    "--bound-minibatches": (
+        "bound_minibatches",
+        parse_whole_number,
+        "minibatches per recorded step",
+    ),
 }
 
 

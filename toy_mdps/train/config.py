@@ -30,6 +30,7 @@ from toy_mdps.problem import (
     CONFIG_DIR,
     ProblemFields,
     check_problem_fields,
+    check_sample_memory,
     make_mdp,
     read_toy_config,
 )
@@ -164,7 +165,12 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
         if not 0 <= self.min_lr_ratio <= 1:
             raise bad("min_lr_ratio", "must be in [0, 1]")
         if self.grad_clip is not None:
-            check_number(self, "grad_clip", above=0.0, hint="or null to disable clipping")
+            check_number(
+                self,
+                "grad_clip",
+                above=0.0,
+                hint="or none to disable clipping (--grad-clip none; null in a JSON config)",
+            )
         check_seeds(self)
         for name in ("run_seed", "init_seed"):
             check_seed(self, name)
@@ -174,6 +180,11 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
             raise bad("bound_every", "must be >= 0 (0 turns the bound tracking off)")
         if self.bound_minibatches < 3:
             raise bad("bound_minibatches", "must be >= 3 (jackknife interval of the bias)")
+        # the memory the sizes imply, before anything is sampled or written (issue 36)
+        sizes = [("num_groups", self.num_groups), ("group_size", self.group_size)]
+        check_sample_memory(self, [("seeds", len(self.seeds)), *sizes])
+        if self.bound_every > 0:  # the tracker samples bound_minibatches batches per record
+            check_sample_memory(self, [("bound_minibatches", self.bound_minibatches), *sizes])
         if self.bound_every > 0:
             spec = get_method(self.method)
             if spec.gradient_edit is not None or spec.uses_baseline(self.advantage):

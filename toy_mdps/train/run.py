@@ -37,23 +37,31 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
 from gmc_grpo.checkpoints import (
     latest_checkpoint,
+    list_checkpoints,
     pickled_files,
     read_state,
     remove_checkpoints,
     save_step_folder,
+    step_dir_name,
     write_state,
 )
 from gmc_grpo.records import (
+    RecordGapError,
     RecordsExistError,
     RunWriter,
     atomic_write_json,
+    check_records_reach,
+    check_same_kind,
+    erased_text,
     read_json,
     read_jsonl,
     read_run_config,
@@ -71,6 +79,11 @@ from toy_mdps.train.learner import AsyncLearner, exact_state
 
 # how a refused fresh start continues, in the messages of this command
 FRESH_HINT = "rerun with its config to continue it, pass --fresh to start over, or choose --out"
+# a run whose records lack rows its checkpoint covers (`check_records_reach`)
+GAP_HINT = (
+    "pass --fresh to compute the run again from step 0 (a toy run's rows follow from its config "
+    "and seeds; --fresh erases this run), or choose another --out"
+)
 
 
 def summarise_rows(
@@ -134,6 +147,11 @@ def _refuse_pickles(run_dir: Path) -> None:
         )
 
 
+def _is_toy_train_config(config: Mapping[str, Any]) -> bool:
+    """A run's `config` written by `toy train`: every field one of `TrainConfig`'s."""
+    return set(config) <= {f.name for f in dataclasses.fields(TrainConfig)}
+
+
 def _run_state(
     config: TrainConfig, run_dir: Path, request: ResumeRequest
 ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
@@ -143,7 +161,7 @@ def _run_state(
     assert payload is not None
     previous = payload.get("config")
     fields = [f.name for f in dataclasses.fields(TrainConfig)]
-    if not isinstance(previous, dict) or not set(previous) <= set(fields):
+    if not isinstance(previous, dict) or not _is_toy_train_config(previous):
         raise RecordsExistError(
             f"{run_dir} holds another kind of run (its config.json is not a toy train config): "
             "choose another --out"
@@ -211,6 +229,10 @@ def train(
         writer = opened
     else:
         if not resume:
+            check_same_kind(run_dir, is_own=_is_toy_train_config, kind="toy train")
+            erased = erased_text(run_dir)
+            if erased:
+                print(f"--fresh: erasing the records of {run_dir} ({erased})", file=sys.stderr)
             remove_checkpoints(run_dir)
             for path in pickled_files(run_dir):
                 path.unlink()
@@ -228,6 +250,7 @@ def train(
             bar.update(1)
             last = learner.step == config.total_steps
             if last or learner.step % config.checkpoint_every == 0:
+                writer.sync()  # the rows this checkpoint covers reach the disk before it
                 _save_checkpoint(run_dir, learner, tracker)
             if stop_after is not None and n + 1 >= stop_after:
                 return None
@@ -250,6 +273,15 @@ def _continue_run(
     nothing was asked), else a writer after the learner (and tracker) took the checkpoint's
     state; a config change is refused unless asked for (`_run_state`)."""
     state, changes, _old = _run_state(config, run_dir, request)
+    steps = list_checkpoints(run_dir)
+    if steps:  # the records must reach the checkpoint: rows below it are never recomputed
+        check_records_reach(
+            run_dir,
+            max(steps),
+            seeds=config.seeds,
+            covered_by=f"its checkpoint {step_dir_name(max(steps))}",
+            hint=GAP_HINT,
+        )
     done = (run_dir / "summary.json").is_file()
     if done and not request.asked and not changes:
         return read_json(run_dir / "summary.json")
@@ -347,7 +379,19 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
 
 def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> dict[str, Any]:
     """One point of an experiment in a worker process (`run_experiment(jobs > 1)`)."""
-    summary = train(TrainConfig.from_dict(config_dict), run_dir, resume=resume)
+    return _point(TrainConfig.from_dict(config_dict), run_dir, resume)
+
+
+def _point(config: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    """One point of an experiment: `train`, or, when the point's records lack rows its
+    checkpoint covers, the point computed again from step 0 with a note (a point is its config
+    alone: no extension or config change ever continued it, so the same rows come back)."""
+    try:
+        summary = train(config, run_dir, resume=resume)
+    except RecordGapError as gap:
+        print(f"note: {gap.args[0].split(', so continuing')[0]}; computing {run_dir} again from "
+              "step 0", file=sys.stderr)  # fmt: skip
+        summary = train(config, run_dir, resume=False)
     assert summary is not None
     return summary
 
@@ -372,6 +416,11 @@ def run_experiment(
 
     check_jobs(jobs)
     out_dir = Path(out_dir)
+    if (out_dir / "config.json").is_file():  # a run's folder, not an experiment's: never erased
+        raise RecordsExistError(
+            f"{out_dir} holds a run (config.json), not an experiment (experiment.json), which "
+            "an experiment does not write into nor --fresh erase: choose another --out"
+        )
     if not fresh and (out_dir / "experiment.json").is_file():
         changes = config_differences(read_json(out_dir / "experiment.json"), config.to_dict())
         if changes:
@@ -392,7 +441,7 @@ def run_experiment(
             summaries = []
             for label, cfg, _ in points:
                 bar.set_postfix_str(label)
-                summaries.append(train(cfg, out_dir / label, resume=not fresh))
+                summaries.append(_point(cfg, out_dir / label, not fresh))
                 bar.update(1)
         else:
             pool = worker_pool(jobs, single_thread)
