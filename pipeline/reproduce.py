@@ -286,24 +286,41 @@ def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     """`REPORT.md` (and `REPORT.html`, see `pipeline.report`): stage table with times and links,
     then each stage's section. `REPORT.md` links its images; `REPORT.html` holds them (data
     URIs, `pipeline.report_images`), so it can be copied alone."""
-    from pipeline.report import markdown_to_html, render_markdown_report, slugify
+    from pipeline.report import (
+        markdown_to_html,
+        render_markdown_report,
+        short_headline,
+        slugify,
+    )
     from pipeline.report_images import embed_images
 
     env = environment_info()
+    failed = [rec["title"] for rec in records if rec["status"] != "ok"]
     lines = [
-        f"Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, Python {env['python']}, "
-        f"{env['platform']}.",
+        "## Summary",
+        "",
+        f"{len(records)} stages, {len(records) - len(failed)} finished"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + f". Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, "
+        f"Python {env['python']}, {env['platform']}. Each stage's whole headline opens its section.",
         "",
         "| stage | status | seconds | headline |",
         "| --- | --- | ---: | --- |",
     ]
     for rec in records:
         status = rec["status"] + (" (reused)" if rec.get("reused") else "")
+        anchor = f"#{slugify(rec['title'])}"
+        headline, shortened = short_headline(str(rec.get("headline", "")))
+        more = f" ([more]({anchor}))" if shortened else ""
         lines.append(
-            f"| [{rec['title']}](#{slugify(rec['title'])}) | {status} | {rec['seconds']:.1f} "
-            f"| {rec.get('headline', '')} |"
+            f"| [{rec['title']}]({anchor}) | {status} | {rec['seconds']:.1f} | {headline}{more} |"
         )
-    sections = [(rec["title"], rec.get("markdown", "")) for rec in records]
+    sections = []
+    for rec in records:
+        body = rec.get("markdown", "")
+        if rec.get("headline"):
+            body = f"**Headline.** {rec['headline']}\n\n{body}"
+        sections.append((rec["title"], body))
     text = render_markdown_report("gmc-grpo reproduction report", "\n".join(lines), sections)
     report = out / "REPORT.md"
     atomic_write_text(report, text)
