@@ -41,6 +41,10 @@ class Stage:
         them finished after it did.
     full_settings: the settings of the stage's larger design (`gmc-grpo reproduce --full`),
         whose runner then takes `full=True`; None: the stage has one design.
+    figure_runs: the figures stage reads this stage's runs; False for a stage whose runs belong
+        to no suite the figures draw (the LM bias stage's one delayed GMC run is not a run of
+        the fixed-delay suite: drawn with it, it would add a D = 16 panel and table row and a
+        second verdict on the delay trend).
     """
 
     name: str
@@ -49,6 +53,7 @@ class Stage:
     settings: tuple[tuple[str, Any], ...] = ()
     reads_earlier: bool = False
     full_settings: tuple[tuple[str, Any], ...] | None = None
+    figure_runs: bool = True
 
 
 def theory_stage(out_dir: Path) -> dict[str, Any]:
@@ -81,16 +86,24 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
 def figures_stage(out_dir: Path) -> dict[str, Any]:
     """Every figure and table the earlier stages' run directories allow (`gmc-grpo figures`).
 
-    Reads the sibling folders of `out_dir` (the other stages' outputs) and writes into `out_dir`.
+    Reads the sibling folders of `out_dir` (the other stages' outputs) except those of the stages
+    whose runs belong to no drawn suite (`Stage.figure_runs`), and writes into `out_dir`.
     """
     from figures.cli import write_all
 
-    result = write_all([out_dir.parent], out_dir, exclude=[out_dir], root=out_dir.parent)
+    not_read = [stage for stage in STAGES if not stage.figure_runs]
+    exclude = [out_dir, *(out_dir.parent / stage.name for stage in not_read)]
+    result = write_all([out_dir.parent], out_dir, exclude=exclude, root=out_dir.parent)
     headline = f"{len(result.written)} figures/tables made, {len(result.skipped)} not made"
+    skipped_stages = "".join(
+        f" Not read: `{stage.name}/` ({stage.title}), whose runs are not part of the suites "
+        "drawn here (its own section reports them)."
+        for stage in not_read
+    )
     markdown = (
         "Figures and tables regenerated from the run records of the stages above "
         '(`gmc-grpo figures`); the paper\'s values sit beside ours, labelled "paper"; items '
-        "without a matching run are listed with the reason.\n\n"
+        f"without a matching run are listed with the reason.{skipped_stages}\n\n"
         + result.markdown(image_prefix=f"{out_dir.name}/")
     )
     return {
@@ -218,6 +231,7 @@ STAGES: tuple[Stage, ...] = (
         "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
+        figure_runs=False,  # one delayed GMC run (D = 16), not a run of the fixed-delay suite
     ),
     Stage(
         "figures",

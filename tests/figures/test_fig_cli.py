@@ -82,6 +82,31 @@ def test_reproduce_figures_stage_reads_sibling_stages(root: Path, tmp_path: Path
     assert out["headline"].startswith(f"{len(out['written'])} figures/tables made")
 
 
+def test_figures_stage_leaves_out_the_lm_bias_stages_run(tmp_path: Path) -> None:
+    """The LM bias stage's one GMC run at D = 16 is not a run of the fixed-delay suite: Table 3
+    and Figure 2 show the suite's delays only (no "D = 16 ... missing" row, no empty panel)."""
+    from pipeline.reproduce import STAGES, figures_stage
+
+    (bias_stage,) = [stage for stage in STAGES if not stage.figure_runs]
+    assert bias_stage.name == "llm_bias"
+    results = tmp_path / "results"
+    for method in ("grpo", "gmc"):
+        write_train_run(results / "llm_tiny", f"{method}-0", method=method, delay=0, steps=12)
+    write_train_run(results / bias_stage.name / "run", "gmc", method="gmc", delay=16, steps=12)
+    stage_dir = results / "figures"
+    stage_dir.mkdir(parents=True)
+    out = figures_stage(stage_dir)
+    assert "table3" in out["written"]
+    table = (stage_dir / "table3.md").read_text()
+    assert not re.search(r"^\|\s*16\s*\|", table, flags=re.M), table
+    assert "llm_bias/run" not in out["markdown"]
+    assert "Not read: `llm_bias/`" in out["markdown"]
+    # the same runs with the bias stage's folder read: its D = 16 run shows up (the check can fail)
+    both = write_all([results], tmp_path / "all", exclude=[stage_dir], only=["table3"])
+    assert re.search(r"^\|\s*16\s*\|", (tmp_path / "all" / "table3.md").read_text(), flags=re.M)
+    assert "table3" in both.written
+
+
 def _damage_lines(path: Path, line: int, text: str) -> None:
     lines = path.read_text().splitlines(keepends=True)
     lines[line - 1] = text + "\n"
