@@ -80,7 +80,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised where trl is missing
     raise ImportError(
         "gmc_grpo.integrations.trl_async needs TRL's asynchronous GRPO trainer (tested with "
-        "trl==1.16.0): pip install 'gmc-grpo[trl]'"
+        "trl==1.16.0): pip install -e '.[trl]' in a gmc-grpo clone"
     ) from exc
 
 TARGET_TRL_VERSION = "1.16.0"
