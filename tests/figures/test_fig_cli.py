@@ -153,3 +153,18 @@ def test_damaged_runs_are_reported_and_skipped(tmp_path: Path, capsys) -> None:
     assert [r.name for r in runs] == ["good"]
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 3 and all(m.startswith("skipped a damaged run: ") for m in messages)
+
+
+def test_default_output_goes_under_runs_and_the_command_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    write_train_run(tmp_path / "runs", "gmc-0", method="gmc", delay=0, steps=12, eval_every=4)
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "--only", "table3"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing in the working dir
+    out = tmp_path / "runs" / "figures"
+    assert (out / "INDEX.md").is_file() and (out / "table3.md").is_file()
+    assert f"wrote 1 items to {out.resolve()}" in capsys.readouterr().out
+    # a second run does not read the figures folder as runs
+    assert main(["runs", "--list"]) == 0
+    assert "figures" not in capsys.readouterr().out.replace("gmc-grpo figures", "")
