@@ -9,10 +9,17 @@ Two things the stock MkDocs cannot do for this repository:
   `../notebooks/<name>.ipynb`, which a code host resolves from `docs/`; `on_page_markdown`
   rewrites every such link to the notebook's page in the site. Any other link that leaves `docs/`
   is left alone, so a strict build reports it like any other broken link.
+* **Formulas without a network.** mkdocs-jupyter's template typesets the notebooks' `$...$`
+  with MathJax from a CDN: offline a reader sees raw TeX (in the table of contents too).
+  `on_post_page` converts every `$...$` and `$$...$$` of a page's text (never inside `pre`,
+  `code`, `script`, `style`) to MathML at build time, with the report's converter
+  (`pipeline.report.latex_to_mathml`, latex2mathml), and removes the MathJax scripts: browsers
+  render MathML themselves. Wide tables of a notebook page scroll sideways instead of being cut.
 """
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 from pathlib import Path
@@ -69,3 +76,61 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return match[0] if new is None else f"]({new}{match['rest']})"
 
     return _LINK.sub(replace, markdown)
+
+
+# blocks whose text is never math: code, preformatted text, scripts, styles
+_PROTECTED = re.compile(r"<(pre|code|script|style|textarea)\b.*?</\1\s*>", re.S | re.I)
+_MATHJAX_SCRIPT = re.compile(
+    r"<script\b[^>]*(?:mathjax[^>]*>.*?|>\s*(?:MathJax|window\.MathJax)\b.*?)</script\s*>"
+    r"|<script src=\"\">\s*</script\s*>",  # the template's MathJax tag without a URL
+    re.S | re.I,
+)
+_TAG = re.compile(r"(<[^>]+>)")
+_DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
+# `$x$`: no space after the opening or before the closing dollar, no digit after it (as the
+# report's Markdown reads it), `\$` is a dollar sign
+_INLINE = re.compile(r"(?<![\\$])\$(?!\$)(?!\s)((?:[^$\\\n]|\\.)+?)(?<!\s)\$(?!\d)")
+WIDE_TABLES_CSS = (
+    "<style>.jupyter-wrapper table{display:block;max-width:100%;overflow-x:auto}"
+    "math{font-size:1.05em}</style>"
+)
+
+
+def _math_text(text: str) -> str:
+    """A text node with its formulas as MathML (a formula latex2mathml rejects stays as text)."""
+    from pipeline.report import MathConversionError, latex_to_mathml
+
+    def convert(match: re.Match, display: bool) -> str:
+        try:
+            return latex_to_mathml(html.unescape(match[1]).strip(), display=display)
+        except MathConversionError:
+            return match[0]
+
+    text = _DISPLAY.sub(lambda m: convert(m, True), text)
+    return _INLINE.sub(lambda m: convert(m, False), text)
+
+
+def offline_math(page_html: str) -> str:
+    """`page_html` with MathJax's scripts removed and every `$...$` / `$$...$$` of its text
+    (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a MathML `<math>`."""
+    page_html = _MATHJAX_SCRIPT.sub("", page_html)
+    out = []
+    last = 0
+    for block in _PROTECTED.finditer(page_html):
+        out.append(_convert_outside_tags(page_html[last : block.start()]))
+        out.append(block[0])
+        last = block.end()
+    out.append(_convert_outside_tags(page_html[last:]))
+    return "".join(out)
+
+
+def _convert_outside_tags(fragment: str) -> str:
+    parts = _TAG.split(fragment)
+    return "".join(p if i % 2 else _math_text(p) for i, p in enumerate(parts))
+
+
+def on_post_page(output: str, page, config) -> str:
+    converted = offline_math(output)
+    if page.file.src_uri.endswith(".ipynb"):
+        converted = converted.replace("</head>", WIDE_TABLES_CSS + "</head>", 1)
+    return converted

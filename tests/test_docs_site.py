@@ -72,6 +72,40 @@ def test_site_builds_strict(tmp_path):
     # the explorer that needs no kernel, linked from its page
     assert (site / "assets/bounds_explorer.html").is_file()
     assert "bounds_explorer.html" in (site / "explorer/index.html").read_text(encoding="utf-8")
+    # formulas need no network: MathML from the build, no script from elsewhere, no MathJax
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page
+        assert not re.search(r"<script[^>]*>\s*(window\.)?MathJax", text), page
+        assert "mathjax/" not in text.lower() and 'src=""' not in text, page
+    for name in ("bounds", "bias_sweeps", "async_toy", "paper_figures"):
+        text = (site / f"notebooks/{name}/index.html").read_text(encoding="utf-8")
+        assert text.count("<math ") >= 5, name
+        prose = re.sub(r"<(pre|code|script|style)\b.*?</\1>", "", text, flags=re.S)
+        assert not re.search(r"\$\\[A-Za-z]+", prose), name  # no raw TeX left
+    assert "<math " in notebook and "\\epsilon" not in re.sub(
+        r"<(pre|code|script|style)\b.*?</\1>", "", notebook, flags=re.S
+    )
+
+
+def test_offline_math_converts_text_and_leaves_code_and_money() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (
+        '<head><script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js">'
+        '</script><script type="text/x-mathjax-config">MathJax.Hub.Config({});</script>'
+        '<script src=""> </script></head>'
+        "<p>Move $\\epsilon$ for $5 and $a &lt; b$</p><pre>$x$</pre><code>$y$</code>"
+        '<p>$$\\frac{1}{2}$$</p><a title="$z$">t</a>'
+    )
+    out = hooks.offline_math(page)
+    assert "<script" not in out  # MathJax's three tags gone
+    assert out.count("<math ") == 3 and 'display="block"' in out  # epsilon, a < b, 1/2
+    assert "for $5 and" in out  # money is not math
+    assert "<pre>$x$</pre>" in out and "<code>$y$</code>" in out and 'title="$z$"' in out
 
 
 def code_host_anchors(markdown: str) -> set[str]:
