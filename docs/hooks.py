@@ -78,8 +78,13 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     return _LINK.sub(replace, markdown)
 
 
-# blocks whose text is never math: code, preformatted text, scripts, styles
-_PROTECTED = re.compile(r"<(pre|code|script|style|textarea)\b.*?</\1\s*>", re.S | re.I)
+# blocks whose text is never math: code, preformatted text, scripts, styles, and the hidden
+# copy of a notebook cell's source that mkdocs-jupyter keeps for its copy button
+_PROTECTED = re.compile(
+    r"<(pre|code|script|style|textarea)\b.*?</\1\s*>"
+    r"|<div\b[^>]*\bclass=\"[^\"]*\bclipboard-copy-txt\b[^\"]*\"[^>]*>.*?</div\s*>",
+    re.S | re.I,
+)
 _MATHJAX_SCRIPT = re.compile(
     r"<script\b[^>]*(?:mathjax[^>]*>.*?|>\s*(?:MathJax|window\.MathJax)\b.*?)</script\s*>"
     r"|<script src=\"\">\s*</script\s*>",  # the template's MathJax tag without a URL
