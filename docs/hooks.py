@@ -75,7 +75,25 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         new = site_target(page.file.src_uri, match["target"], Path(config["docs_dir"]))
         return match[0] if new is None else f"]({new}{match['rest']})"
 
-    return _LINK.sub(replace, markdown)
+    return markdown_math(_LINK.sub(replace, markdown))
+
+
+# fenced code blocks and inline code spans of a Markdown page: never math
+_MARKDOWN_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|(`+)[^`\n].*?\2", re.S | re.M)
+
+
+def markdown_math(markdown: str) -> str:
+    """A docs page's `$...$` / `$$...$$` (outside code) as MathML before Markdown reads it, so
+    that its `_`, `*` and `\\{` are not taken for emphasis or escapes (a code host renders the
+    same `$...$` source with its own math support)."""
+    out = []
+    last = 0
+    for block in _MARKDOWN_CODE.finditer(markdown):
+        out.append(_math_text(markdown[last : block.start()], unescape=False))
+        out.append(block[0])
+        last = block.end()
+    out.append(_math_text(markdown[last:], unescape=False))
+    return "".join(out)
 
 
 # blocks whose text is never math: code, preformatted text, scripts, styles, and the hidden
@@ -101,13 +119,15 @@ WIDE_TABLES_CSS = (
 )
 
 
-def _math_text(text: str) -> str:
-    """A text node with its formulas as MathML (a formula latex2mathml rejects stays as text)."""
+def _math_text(text: str, unescape: bool = True) -> str:
+    """A text node (HTML: entities decoded first, `unescape`) with its formulas as MathML, on
+    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text."""
     from pipeline.report import MathConversionError, latex_to_mathml
 
     def convert(match: re.Match, display: bool) -> str:
+        latex = html.unescape(match[1]) if unescape else match[1]
         try:
-            return latex_to_mathml(html.unescape(match[1]).strip(), display=display)
+            return latex_to_mathml(latex.strip(), display=display).replace("\n", "")
         except MathConversionError:
             return match[0]
 

@@ -90,6 +90,9 @@ def test_site_builds_strict(tmp_path):
         assert not re.search(r"\$\\[A-Za-z]+", prose), name  # no raw TeX left
     _check_math_in_chromium(site / "notebooks/bounds/index.html", tmp_path)
     assert "<math " in notebook
+    # a docs page's $...$ (core-library's methods table) is MathML too, one per table cell
+    core = (site / "core-library/index.html").read_text(encoding="utf-8")
+    assert core.count("<math ") >= 8 and "$c_i" not in core
 
 
 def test_offline_math_converts_text_and_leaves_code_and_money() -> None:
@@ -237,3 +240,20 @@ def _check_math_in_chromium(page: Path, tmp_path: Path) -> None:
     measured = json.loads(found[1].replace("&quot;", '"'))
     assert measured["count"] >= 5 and measured["drawn"] == measured["count"], measured
     assert measured["rawTex"] == 0, measured
+
+
+def test_markdown_math_before_markdown_reads_underscores_and_braces() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    page = (
+        "| m | c |\n| --- | --- |\n| `gmc` | $c_i = \\rho_i \\min\\{1, x_i\\}$ |\n\n"
+        "Code stays: `$a_b$` and\n\n```bash\necho $HOME_$x$\n```\n"
+    )
+    out = hooks.markdown_math(page)
+    row = out.splitlines()[2]
+    assert row.startswith("| `gmc` | <math ") and row.endswith("</math> |")  # still one row
+    assert "<msub><mi>c</mi><mi>i</mi></msub>" in row and "&#x0007B;" in row  # c_i, the brace
+    assert "`$a_b$`" in out and "echo $HOME_$x$" in out  # code untouched
