@@ -95,12 +95,18 @@ def test_site_builds_strict(tmp_path):
     assert core.count("<math ") >= 8 and "$c_i" not in core
 
 
-def test_offline_math_converts_text_and_leaves_code_and_money() -> None:
+def _docs_hooks():
+    """`docs/hooks.py` as a module (it is not a package's module)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_offline_math_converts_text_and_leaves_code_and_money() -> None:
+    hooks = _docs_hooks()
     page = (
         '<head><script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js">'
         '</script><script type="text/x-mathjax-config">MathJax.Hub.Config({});</script>'
@@ -243,11 +249,7 @@ def _check_math_in_chromium(page: Path, tmp_path: Path) -> None:
 
 
 def test_markdown_math_before_markdown_reads_underscores_and_braces() -> None:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
+    hooks = _docs_hooks()
     page = (
         "| m | c |\n| --- | --- |\n| `gmc` | $c_i = \\rho_i \\min\\{1, x_i\\}$ |\n\n"
         "Code stays: `$a_b$` and\n\n```bash\necho $HOME_$x$\n```\n"
