@@ -365,26 +365,33 @@ def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
     compact grid with a shared y axis; per panel each method's curve in its fixed colour (faint
     raw points and a solid smoothed line when `smoothed` is set; a shaded band for the 95%
     interval over seeds, clipped to `data.value_range`), the paper's references as open markers
-    or grey spans, a note where two methods' curves coincide; one legend below the panels.
-    Returns the figure."""
+    or grey spans; one legend below the panels, titled with the notes (a panel's missing runs,
+    two methods' curves that coincide, the panels not drawn). Returns the figure."""
     with figure_style():
         drawn = [p for p in data.panels if p.series] or data.panels[:1]
         fig, axes = panel_axes(len(drawn), ax, sharey=True)
+        notes = []
         for axis, panel in zip(axes, drawn, strict=False):
             _draw_panel(axis, panel, data, raw_alpha)
+            # said below the panels, not over the data: curves drawn over others, what is missing
+            series = sorted(panel.series, key=lambda s: method_rank(s.method))
+            notes += [
+                f"{panel.title}: {method_label(b)} hides {method_label(a)} (identical curves)"
+                for a, b in coinciding(series)
+            ]
+            if panel.missing and panel.series:
+                notes.append(f"{panel.title}: missing " + "; ".join(panel.missing))
         for axis in axes:
             axis.set_xlabel(data.xlabel)
         axes[0].set_ylabel(data.ylabel)
         for axis in axes[1:]:
             if axis.get_subplotspec().colspan.start == 0:
                 axis.set_ylabel(data.ylabel)
-        figure_legend(fig, axes)
         absent = [p for p in data.panels if not p.series and p not in drawn]
         footnotes = [
-            f"not drawn, no run: {p.title} ({'; '.join(p.missing) or 'no curve'})" for p in absent
+            f"not drawn, no curve: {p.title} ({'; '.join(p.missing) or 'no curve'})" for p in absent
         ]
-        if footnotes:
-            fig.supxlabel("\n".join(textwrap.fill(f, 110) for f in footnotes), fontsize=7.5)
+        figure_legend(fig, axes, note="\n".join(notes + footnotes))
         if data.title:
             # about 13 characters of 10-point text per inch: a narrow figure wraps its title
             width = max(30, int(fig.get_figwidth() * 13))
@@ -416,23 +423,6 @@ def _draw_panel(axis: Any, panel: Panel, data: FigureData, raw_alpha: float) -> 
             axis.axvspan(ref.x, ref.x2, color="0.5", alpha=0.2, label=ref.label)
         elif ref.x is not None:
             axis.axvline(ref.x, color=color, ls=":", lw=1.2, label=ref.label)
-    notes = [
-        f"{method_label(b)} hides {method_label(a)} (identical curves)"
-        for a, b in coinciding(series)
-    ]
-    if panel.missing:
-        notes.append("missing: " + "; ".join(panel.missing))
-    if notes:
-        axis.text(
-            0.02,
-            0.02,
-            "\n".join(textwrap.fill(n, 40) for n in notes),
-            transform=axis.transAxes,
-            fontsize=7,
-            color="#B00020" if panel.missing else "0.25",
-            va="bottom",
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none", "pad": 1.5},
-        )
     axis.set_title(panel.title)
 
 

@@ -152,9 +152,15 @@ def spans_decades(values: list[float], decades: float = 1.0) -> bool:
     return math.log10(max(positive) / min(positive)) > decades
 
 
-def figure_legend(fig, axes) -> None:
+def figure_legend(fig, axes, note: str = "") -> None:
     """One legend for the whole figure, below the panels (outside the data), from the labelled
-    artists of `axes` (each label once; labels starting with `_` are skipped)."""
+    artists of `axes` (each label once; labels starting with `_` are skipped). `note` (what the
+    figure leaves out) is the legend's title, wrapped to the figure's width, so the layout keeps
+    it inside the canvas."""
+    import textwrap
+
+    width = max(40, int(fig.get_figwidth() * 14))  # characters of 7.5-point text per line
+    title = "\n".join(textwrap.fill(line, width) for line in note.splitlines()) or None
     seen: dict[str, object] = {}
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
@@ -165,7 +171,12 @@ def figure_legend(fig, axes) -> None:
     renderer = fig.canvas.get_renderer()
     for columns in range(min(len(seen), 4), 0, -1):  # as many columns as the width holds
         legend = fig.legend(
-            list(seen.values()), list(seen.keys()), loc="outside lower center", ncol=columns
+            list(seen.values()),
+            list(seen.keys()),
+            loc="outside lower center",
+            ncol=columns,
+            title=title,
+            title_fontsize=7.5,
         )
         if columns == 1 or legend.get_window_extent(renderer).width <= fig.bbox.width * 0.98:
             return

@@ -107,7 +107,8 @@ def test_figure2_draws_a_panel_per_delay_with_evaluations_only(runs) -> None:
     try:
         titles = [a.get_title() for a in _visible_axes(fig)]
         assert titles == ["D = 0", "D = 64", "D = 128"]
-        assert "D = 16" in fig._supxlabel.get_text()  # said, not drawn  # noqa: SLF001
+        note = fig.legends[0].get_title().get_text()
+        assert note.startswith("not drawn, no curve: D = 16")  # said, not drawn
         # the D = 128 band reaches below 0% before clipping: the test above would catch it
         gmc = next(s for p in numbers.panels if p.key == 128 for s in p.series if s.method == "gmc")
         assert min(gmc.lo) < 0
@@ -126,5 +127,29 @@ def test_runs_vs_theory_draws_only_recorded_panels_and_no_twin_axes(runs) -> Non
         assert len(_visible_axes(fig)) == len(names)  # no twin axes, no "not recorded" panels
         removed = fig.axes[0]
         assert removed.get_yscale() == "symlog"  # bound 10-100x above the measurement
+    finally:
+        pyplot().close(fig)
+
+
+def test_notes_go_under_the_panels_not_over_the_data() -> None:
+    """Two identical curves (TIC and GMC at D = 0 share their runs), a method missing in a panel
+    and a panel without a curve: all three said in the legend's title, no text in the axes."""
+    from figures.common import FigureData, Panel, Series, plot_panels
+
+    same = {"steps": [0.0, 1.0, 2.0], "values": [10.0, 20.0, 30.0]}
+    panels = [
+        Panel("D = 0", 0, [Series("tic", "t", **same), Series("gmc", "g", **same)]),
+        Panel("D = 64", 64, [Series("gmc", "g64", **same)], missing=["TIC-GRPO (no run)"]),
+        Panel("D = 16", 16, [], missing=["GMC-GRPO (no evaluations)"]),
+    ]
+    data = FigureData("f", "a title", "step", "Pass@1 (%)", panels, value_range=(0.0, 100.0))
+    fig = plot_panels(data)
+    try:
+        assert [a.get_title() for a in _visible_axes(fig)] == ["D = 0", "D = 64"]
+        assert all(not a.texts for a in fig.axes)
+        note = fig.legends[0].get_title().get_text().replace("\n", " ")
+        assert "D = 0: GMC-GRPO hides TIC-GRPO (identical curves)" in note
+        assert "D = 64: missing TIC-GRPO (no run)" in note
+        assert "not drawn, no curve: D = 16 (GMC-GRPO (no evaluations))" in note
     finally:
         pyplot().close(fig)
