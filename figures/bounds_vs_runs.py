@@ -731,7 +731,9 @@ def _draw_method_panels(axes: dict[str, Any], data: BoundsData) -> None:
         _draw_points(axes["capped_frac"], pts, "capped_frac", style)
         kl = [p for p in pts if p["kl"] is not None]
         if kl and "kl" in axes:
-            lo = [p["kl"] - p["kl_lo"] if p["kl_lo"] is not None else 0.0 for p in kl]
+            # the interval clipped to the quantity's range (a KL is >= 0; its estimate's
+            # interval over a few seeds can reach below)
+            lo = [p["kl"] - max(0.0, p["kl_lo"]) if p["kl_lo"] is not None else 0.0 for p in kl]
             hi = [p["kl_hi"] - p["kl"] if p["kl_hi"] is not None else 0.0 for p in kl]
             axes["kl"].errorbar(
                 [p["x"] for p in kl],
@@ -754,6 +756,7 @@ def _draw_method_panels(axes: dict[str, Any], data: BoundsData) -> None:
         # nothing (0 at D = 0) is still drawn
         smallest = min(v for v in spanned if v > 0)
         axes["removed_mass"].set_yscale("symlog", linthresh=smallest)
+        axes["removed_mass"].set_ylim(bottom=0.0)
 
 
 def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict[str, Any]) -> None:
@@ -768,8 +771,8 @@ def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict
         axis.errorbar(
             [p["x"] for p in bars],
             [p[key] for p in bars],
-            yerr=[
-                [p[key] - p[f"{key}_lo"] for p in bars],
+            yerr=[  # every quantity drawn here is >= 0: its interval is clipped there
+                [p[key] - max(0.0, p[f"{key}_lo"]) for p in bars],
                 [p[f"{key}_hi"] - p[key] for p in bars],
             ],
             fmt="none",
