@@ -143,9 +143,7 @@ def supervised_warmup(
     from tqdm.auto import tqdm
 
     losses = []
-    bar = tqdm(
-        total=steps, desc="supervised warm-up", unit="step", disable=not progress
-    )
+    bar = tqdm(total=steps, desc="supervised warm-up", unit="step", disable=not progress)
     for _ in range(steps):
         picks = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
         pairs = [encoded[i] for i in picks]
