@@ -9,10 +9,17 @@ Two things the stock MkDocs cannot do for this repository:
   `../notebooks/<name>.ipynb`, which a code host resolves from `docs/`; `on_page_markdown`
   rewrites every such link to the notebook's page in the site. Any other link that leaves `docs/`
   is left alone, so a strict build reports it like any other broken link.
+* **Formulas without a network.** mkdocs-jupyter's template typesets the notebooks' `$...$`
+  with MathJax from a CDN: offline a reader sees raw TeX (in the table of contents too).
+  `on_post_page` converts every `$...$` and `$$...$$` of a page's text (never inside `pre`,
+  `code`, `script`, `style`) to MathML at build time, with the report's converter
+  (`pipeline.report.latex_to_mathml`, latex2mathml), and removes the MathJax scripts: browsers
+  render MathML themselves. Wide tables of a notebook page scroll sideways instead of being cut.
 """
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 from pathlib import Path
@@ -68,4 +75,87 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         new = site_target(page.file.src_uri, match["target"], Path(config["docs_dir"]))
         return match[0] if new is None else f"]({new}{match['rest']})"
 
-    return _LINK.sub(replace, markdown)
+    return markdown_math(_LINK.sub(replace, markdown))
+
+
+# fenced code blocks and inline code spans of a Markdown page: never math
+_MARKDOWN_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|(`+)[^`\n].*?\2", re.S | re.M)
+
+
+def markdown_math(markdown: str) -> str:
+    """A docs page's `$...$` / `$$...$$` (outside code) as MathML before Markdown reads it, so
+    that its `_`, `*` and `\\{` are not taken for emphasis or escapes (a code host renders the
+    same `$...$` source with its own math support)."""
+    out = []
+    last = 0
+    for block in _MARKDOWN_CODE.finditer(markdown):
+        out.append(_math_text(markdown[last : block.start()], unescape=False))
+        out.append(block[0])
+        last = block.end()
+    out.append(_math_text(markdown[last:], unescape=False))
+    return "".join(out)
+
+
+# blocks whose text is never math: code, preformatted text, scripts, styles, and the hidden
+# copy of a notebook cell's source that mkdocs-jupyter keeps for its copy button
+_PROTECTED = re.compile(
+    r"<(pre|code|script|style|textarea)\b.*?</\1\s*>"
+    r"|<div\b[^>]*\bclass=\"[^\"]*\bclipboard-copy-txt\b[^\"]*\"[^>]*>.*?</div\s*>",
+    re.S | re.I,
+)
+_MATHJAX_SCRIPT = re.compile(
+    r"<script\b[^>]*(?:mathjax[^>]*>.*?|>\s*(?:MathJax|window\.MathJax)\b.*?)</script\s*>"
+    r"|<script src=\"\">\s*</script\s*>",  # the template's MathJax tag without a URL
+    re.S | re.I,
+)
+_TAG = re.compile(r"(<[^>]+>)")
+_DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
+# `$x$`: no space after the opening or before the closing dollar, no digit after it (as the
+# report's Markdown reads it), `\$` is a dollar sign
+_INLINE = re.compile(r"(?<![\\$])\$(?!\$)(?!\s)((?:[^$\\\n]|\\.)+?)(?<!\s)\$(?!\d)")
+WIDE_TABLES_CSS = (
+    "<style>.jupyter-wrapper table{display:block;max-width:100%;overflow-x:auto}"
+    "math{font-size:1.05em}</style>"
+)
+
+
+def _math_text(text: str, unescape: bool = True) -> str:
+    """A text node (HTML: entities decoded first, `unescape`) with its formulas as MathML, on
+    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text."""
+    from pipeline.report import MathConversionError, latex_to_mathml
+
+    def convert(match: re.Match, display: bool) -> str:
+        latex = html.unescape(match[1]) if unescape else match[1]
+        try:
+            return latex_to_mathml(latex.strip(), display=display).replace("\n", "")
+        except MathConversionError:
+            return match[0]
+
+    text = _DISPLAY.sub(lambda m: convert(m, True), text)
+    return _INLINE.sub(lambda m: convert(m, False), text)
+
+
+def offline_math(page_html: str) -> str:
+    """`page_html` with MathJax's scripts removed and every `$...$` / `$$...$$` of its text
+    (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a MathML `<math>`."""
+    page_html = _MATHJAX_SCRIPT.sub("", page_html)
+    out = []
+    last = 0
+    for block in _PROTECTED.finditer(page_html):
+        out.append(_convert_outside_tags(page_html[last : block.start()]))
+        out.append(block[0])
+        last = block.end()
+    out.append(_convert_outside_tags(page_html[last:]))
+    return "".join(out)
+
+
+def _convert_outside_tags(fragment: str) -> str:
+    parts = _TAG.split(fragment)
+    return "".join(p if i % 2 else _math_text(p) for i, p in enumerate(parts))
+
+
+def on_post_page(output: str, page, config) -> str:
+    converted = offline_math(output)
+    if page.file.src_uri.endswith(".ipynb"):
+        converted = converted.replace("</head>", WIDE_TABLES_CSS + "</head>", 1)
+    return converted

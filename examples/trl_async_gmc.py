@@ -10,20 +10,31 @@ On a CPU, with nothing downloaded (a tiny random Qwen3, the in-process rollout w
 `gmc_grpo.integrations.trl_async_local` lagging 0 or 6 versions behind; it checks the plumbing,
 it learns nothing):
 
-    python examples/trl_async_gmc.py --local-tiny --max-steps 6 --output-dir /tmp/trl_async_gmc
+    python examples/trl_async_gmc.py --tiny --output-dir /tmp/trl_async_gmc
 
-Each trained sample's lag, log-ratio and coefficient go to `<output-dir>/gmc_samples.jsonl`; the
-metrics `gmc/lag_max`, `gmc/stale_frac` and `gmc/ratio/capped_frac` show stale samples kept and
-capped where TRL's default (`max_staleness=4`) would have dropped them.
+`--tiny` trains 8 steps by default: the lagging groups' lag grows by one a step (a version must
+be published before it can lag behind it) up to 6, so steps 7 and 8 train samples 5 and 6
+versions stale, which TRL's default `max_staleness=4` would have dropped. Written to
+`--output-dir`: `gmc_samples.jsonl`, one line per trained sample (the step that trained it, as in
+TRL's logged rows; its lag, log-ratio and coefficient), and `log_history.jsonl`, TRL's logged
+rows, whose `gmc/lag_mean`, `gmc/lag_max`, `gmc/stale_frac` (lag above 4) describe the samples
+trained at that step and `gmc/ratio/capped_frac` how many were capped. At the end the script prints how many stale samples were trained. Run it from
+anywhere in a clone (`pip install -e .` and `trl` installed, or the project's `make venv`).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import warnings
+from pathlib import Path
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+if __package__ in (None, ""):  # run as a script: the clone's root on the path (`examples.tiny`)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+TINY_STEPS = 8  # --tiny's default --max-steps: lags 5, 6 (> TRL's max_staleness 4) at steps 7, 8
 
 
 def math_reward(completions: list, solution: list, **_: object) -> list[float]:
@@ -38,6 +49,18 @@ def math_reward(completions: list, solution: list, **_: object) -> list[float]:
     return rewards
 
 
+def write_log_history(trainer, output_dir: str | Path) -> Path:
+    """TRL's logged rows (one per step, with the `gmc/*` metrics) to `output_dir/log_history.jsonl`."""
+    import json
+
+    path = Path(output_dir) / "log_history.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        for row in trainer.state.log_history:
+            handle.write(json.dumps(row) + "\n")
+    return path
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -47,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--dataset", default="openai/gsm8k", help="prompt/solution dataset (GPU mode)"
     )
     parser.add_argument(
-        "--local-tiny", action="store_true", help="CPU: tiny model, in-process worker"
+        "--tiny", action="store_true", help="CPU: tiny model built in code, in-process worker"
     )
     parser.add_argument("--method", default="gmc", choices=["gmc", "tic", "vcpo", "is"])
     parser.add_argument("--eps", type=float, default=0.28, help="cap 1 + eps (Appendix B.1)")
@@ -57,10 +80,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-generations", type=int, default=4, help="G")
     parser.add_argument("--per-device-batch", type=int, default=8, help="a multiple of G")
     parser.add_argument("--max-completion-length", type=int, default=512)
-    parser.add_argument("--max-steps", type=int, default=100)
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help=f"default 100; {TINY_STEPS} with --tiny"
+    )
     parser.add_argument("--learning-rate", type=float, default=1e-6)
-    parser.add_argument("--output-dir", default="runs/trl_async_gmc")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--output-dir", default="runs/trl_async_gmc", help="gmc_samples.jsonl (and the tiny model)"
+    )
+    args = parser.parse_args(argv)
+    if args.max_steps is None:
+        args.max_steps = TINY_STEPS if args.tiny else 100
+    return args
 
 
 def build_trainer(args: argparse.Namespace):
@@ -69,7 +99,7 @@ def build_trainer(args: argparse.Namespace):
     from gmc_grpo.integrations.trl_async import GMCAsyncConfig, GMCAsyncGRPOTrainer
     from gmc_grpo.losses import PolicyLossConfig
 
-    local = args.local_tiny
+    local = args.tiny
     config = AsyncGRPOConfig(
         output_dir=args.output_dir,
         num_generations=args.num_generations,
@@ -128,14 +158,47 @@ def build_trainer(args: argparse.Namespace):
     )
 
 
+def stale_summary(path: str | Path) -> str:
+    """One line: how many trained samples (of `gmc_samples.jsonl` at `path`) TRL's default
+    `max_staleness` would have dropped, their largest lag and mean coefficient."""
+    from gmc_grpo.integrations.trl_async import TRL_DEFAULT_MAX_STALENESS, read_sample_log
+
+    records = read_sample_log(str(path))
+    stale = [r for r in records if r["lag"] > TRL_DEFAULT_MAX_STALENESS]
+    if not stale:
+        return (
+            f"no trained sample had a lag above {TRL_DEFAULT_MAX_STALENESS} "
+            f"({len(records)} samples; train more steps)"
+        )
+    mean_coef = sum(r["coefficient"] for r in stale) / len(stale)
+    return (
+        f"trained {len(stale)} of {len(records)} samples with a lag above TRL's default "
+        f"max_staleness={TRL_DEFAULT_MAX_STALENESS} (largest lag {max(r['lag'] for r in stale)}, "
+        f"first at step {min(r['step'] for r in stale)}, mean coefficient {mean_coef:.3f})"
+    )
+
+
 def main(argv: list[str] | None = None):
     args = parse_args(argv)
-    if not args.local_tiny and not args.model:
-        raise SystemExit("give --model (GPU, with a vLLM server) or --local-tiny (CPU)")
+    if not args.tiny and not args.model:
+        print(
+            "trl_async_gmc: give --model (GPU, with a vLLM server) or --tiny (CPU)", file=sys.stderr
+        )
+        raise SystemExit(2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = build_trainer(args)
         trainer.train()
+    write_log_history(trainer, args.output_dir)
+    from gmc_grpo.integrations.trl_async import SAMPLE_LOG
+
+    samples = Path(args.output_dir) / SAMPLE_LOG
+    if samples.exists():
+        print(stale_summary(samples))
+    print(
+        f"wrote {SAMPLE_LOG} (one line per trained sample) and log_history.jsonl (one row per "
+        f"step) to {args.output_dir}"
+    )
     return trainer
 
 

@@ -9,6 +9,10 @@ plumbing, it learns nothing):
 
     python examples/trl_sync_gmc.py --tiny --max-steps 4 --output-dir /tmp/trl_gmc
 
+The trained model and `log_history.jsonl` (TRL's logged rows, one per step, with the `gmc/*`
+metrics) are written to `--output-dir`. Run it from anywhere in a clone (`pip install -e .` and
+`trl` installed, or the project's `make venv`).
+
 `--steps-per-generation` above the gradient-accumulation steps makes later micro-batches of a
 generation one or more optimizer steps stale: the lag is at most
 `steps_per_generation x num_iterations` here (use the async example for real staleness).
@@ -17,7 +21,12 @@ generation one or more optimizer steps stale: the lag is at most
 from __future__ import annotations
 
 import argparse
+import sys
 import warnings
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the clone's root on the path (`examples.tiny`)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -35,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-completion-length", type=int, default=512)
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--learning-rate", type=float, default=1e-6)
-    parser.add_argument("--output-dir", default="runs/trl_gmc")
+    parser.add_argument(
+        "--output-dir", default="runs/trl_gmc", help="the trained model and log_history.jsonl"
+    )
     return parser.parse_args(argv)
 
 
@@ -90,14 +101,27 @@ def build_trainer(args: argparse.Namespace):
     )
 
 
+def write_outputs(trainer, output_dir: str | Path) -> Path:
+    """Save the trained model and TRL's logged rows (`log_history.jsonl`) under `output_dir`."""
+    from examples.trl_async_gmc import write_log_history
+
+    trainer.save_model(str(output_dir))
+    return write_log_history(trainer, output_dir).parent
+
+
 def main(argv: list[str] | None = None):
     args = parse_args(argv)
     if not args.tiny and not args.model:
-        raise SystemExit("give --model or --tiny")
+        print(
+            "trl_sync_gmc: give --model (a model id or directory) or --tiny (CPU)", file=sys.stderr
+        )
+        raise SystemExit(2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer = build_trainer(args)
         trainer.train()
+        path = write_outputs(trainer, args.output_dir)
+    print(f"wrote the model and log_history.jsonl ({trainer.state.global_step} steps) to {path}")
     return trainer
 
 

@@ -1,6 +1,6 @@
 """GMC-GRPO in verl 0.9: the overrides that switch it on, and a check of them against verl's schema.
 
-After `pip install "gmc-grpo[verl]"` (the `verl.plugins` entry point registers the losses in every
+After `pip install -e ".[verl]"` in a clone (the `verl.plugins` entry point registers the losses in every
 verl process, no environment variable), a training run is verl's own command plus these
 overrides; print them, or run verl with them:
 

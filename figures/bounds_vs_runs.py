@@ -52,7 +52,15 @@ from figures.common import (
     pick_seed_runs,
 )
 from figures.discover import Run
-from figures.style import method_color, method_label, removed_mass_kind
+from figures.style import (
+    TAU4_LABEL,
+    figure_legend,
+    figure_style,
+    method_color,
+    method_label,
+    removed_mass_kind,
+    spans_decades,
+)
 from gmc_grpo.defaults import PAPER_CAP_EPS as PAPER_EPS
 from gmc_grpo.stats import t_interval, t_quantile
 
@@ -646,57 +654,88 @@ def _entropy_check(data: BoundsData) -> dict[str, str]:
     }
 
 
-#: the panels' titles; the KL's says whether it is exact (toy) or a sample estimate (LLM)
-PANEL_TITLES = (
-    "removed mass (solid) vs bound (dashed)",
-    "capped fraction",
-    "KL(pi || mu), 95% interval",
-    "drift ||theta_n - theta_n-tau||^2 (solid) vs pathwise bound (dashed)",
-    "entropy stabilisation step",
-    "lag-0 engine/learner mismatch (nats)",
-)
-PANELS = 8
+#: the panels' titles (mathtext); the KL's says whether it is exact (toy) or a sample estimate
+PANEL_TITLES: dict[str, str] = {
+    "removed_mass": r"removed mass (—) and its bound (- -)",
+    "capped_frac": "capped fraction",
+    "kl": r"$\mathrm{KL}(\pi_\theta\,\Vert\,\mu)$, 95% int.",
+    "drift": r"drift $\Vert\theta_n-\theta_{n-\tau}\Vert^2$ (—), pathwise bound (- -)",
+    "entropy_step": "entropy stabilisation step",
+    "mismatch": "lag-0 engine/learner mismatch (nats)",
+    "gap": "",
+    "theory": r"theory's delay term $(K\bar\tau_4/N^4)^{1/5}$",
+}
+
+
+def recorded_panels(data: BoundsData) -> list[str]:
+    """The panels `plot_bounds_vs_runs` draws for `data`, in order: those whose quantity some run
+    recorded (removed mass, capped fraction and KL always, when there are runs; drift, entropy
+    step, mismatch where measured; the measured GMC-TIC gap where pairs exist; the theory's
+    delay terms where computed). No runs: the removed-mass panel alone, saying so."""
+    if not data.points:
+        return ["removed_mass"]
+    names = ["removed_mass", "capped_frac", "kl"]
+    for name, key in (
+        ("drift", "drift_sq"),
+        ("entropy_step", "entropy_step"),
+        ("mismatch", "mismatch"),
+    ):
+        if any(p.get(key) is not None for p in data.points):
+            names.append(name)
+    if any(g.get("gap") is not None for g in data.gaps):
+        names.append("gap")
+    if data.theory:
+        names.append("theory")
+    return names
 
 
 def plot_bounds_vs_runs(data: BoundsData, ax: Any = None):
-    """Eight panels: removed mass with its bound, capped fraction, KL with interval, drift with
-    its pathwise bound, entropy stabilisation step, the lag-0 mismatch, the GMC-TIC gap with the
-    theory's delay terms, and the checks.
+    """One panel per recorded quantity (`recorded_panels`) against the realised
+    `tau4^(1/4)`: removed mass with its bound (log scale where they span decades), capped
+    fraction, KL with its interval, drift with its pathwise bound, the entropy stabilisation
+    step, the lag-0 mismatch, the measured GMC-TIC gap, the theory's delay terms (a panel of its
+    own: a measured gap and a bound's term are different quantities), in a compact grid with one
+    legend below. The checks and their verdicts are in `data.caption` (and `data.checks`).
 
-    `ax`: eight axes (or None for a new 2 x 4 grid). Returns the figure."""
-    fig, axes = panel_axes(PANELS, ax, width=3.6, height=3.0) if ax is not None else _grid()
-    _draw_method_panels(axes[:6], data)
-    _draw_gap_panel(axes[6], data)
-    exact = data.suite == "toy" or all(p.get("kl_key") == "ratio/kl_exact" for p in data.points)
-    kl_title = PANEL_TITLES[2] + (" (exact)" if exact else " (estimate)")
-    titles = [*PANEL_TITLES[:2], kl_title, *PANEL_TITLES[3:], data.gap_label]
-    for axis, title in zip(axes[:7], titles, strict=True):
-        axis.set_title(title, fontsize=8)
-        axis.set_xlabel(TAU4_AXIS_LABEL, fontsize=7)
-        axis.grid(alpha=0.3)
-    if axes[6].get_legend_handles_labels()[0]:
-        axes[6].legend(fontsize=6, loc="upper right")
-    _draw_checks_panel(axes[7], axes[4], data)
-    if not data.points:
-        axes[0].text(
-            0.5,
-            0.5,
-            f"missing: no {data.suite} runs",
-            ha="center",
-            color="#B00020",
-            transform=axes[0].transAxes,
-        )
-    fig.suptitle(f"Runs vs theory: {data.suite} suite (eps = {data.eps:g})", fontsize=10)
-    fig.tight_layout()
+    `ax`: as many axes as `recorded_panels(data)` (or None for a new grid). Returns the figure."""
+    names = recorded_panels(data)
+    with figure_style():
+        fig, axes = panel_axes(len(names), ax, max_columns=4, height=2.3)
+        by_name = dict(zip(names, axes, strict=True))
+        _draw_method_panels(by_name, data)
+        if "gap" in by_name:
+            _draw_gap_panel(by_name["gap"], data)
+        if "theory" in by_name:
+            _draw_theory_panel(by_name["theory"], data)
+        exact = data.suite == "toy" or all(p.get("kl_key") == "ratio/kl_exact" for p in data.points)
+        titles = dict(PANEL_TITLES, gap=_mathtext(data.gap_label))
+        titles["kl"] += " (exact)" if exact else " (estimate)"
+        for name, axis in by_name.items():
+            title = titles[name]  # a mathtext title is not wrapped (it would split a formula)
+            axis.set_title(title if "$" in title else "\n".join(textwrap.wrap(title, 40)))
+            axis.set_xlabel(TAU4_LABEL)
+        if not data.points:
+            axes[0].text(
+                0.5, 0.5, f"missing: no {data.suite} runs", ha="center", color="#B00020",
+                transform=axes[0].transAxes,
+            )  # fmt: skip
+        figure_legend(fig, axes)
+        fig.suptitle(rf"Runs vs theory: {data.suite} suite ($\epsilon$ = {data.eps:g})")
     return fig
 
 
-def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
-    """Per method and schedule against `tau4^(1/4)`: removed mass (with its bound, dashed),
-    capped fraction, KL with its interval, drift (with its pathwise bound, dashed), the entropy
-    stabilisation step and the lag-0 mismatch."""
+def _mathtext(label: str) -> str:
+    """A label of the compute side with its ASCII formula as mathtext (drawing only)."""
+    return label.replace("||grad J||^2", r"$\Vert\nabla J\Vert^2$")
+
+
+def _draw_method_panels(axes: dict[str, Any], data: BoundsData) -> None:
+    """Per method and schedule against `tau4^(1/4)`, in the panels of `axes` (name -> axes):
+    removed mass (with its bound, dashed), capped fraction, KL with its interval, drift (with its
+    pathwise bound, dashed), the entropy stabilisation step and the lag-0 mismatch."""
     curves = sorted({(p["method"], p["schedule"]) for p in data.points if p["method"]}, key=str)
     several = len({schedule for _, schedule in curves}) > 1
+    spanned: list[float] = []
     for method, schedule in curves:
         pts = [
             p
@@ -707,31 +746,47 @@ def _draw_method_panels(axes: Sequence[Any], data: BoundsData) -> None:
             "color": method_color(method),
             "label": method_label(method) + (f" ({schedule})" if several else ""),
             "marker": "^" if schedule == "length_coupled" else "o",
+            "ms": 4,
         }
-        _draw_points(axes[0], pts, "removed_mass", style)
-        for axis, key in ((axes[0], "bound"), (axes[3], "drift_path")):
+        _draw_points(axes["removed_mass"], pts, "removed_mass", style)
+        spanned += [p["removed_mass"] for p in pts if p["removed_mass"] is not None]
+        for name, key in (("removed_mass", "bound"), ("drift", "drift_path")):
             dashed = [(p["x"], p[key]) for p in pts if p.get(key) is not None]
-            if dashed:
-                axis.plot(*zip(*dashed, strict=True), ls="--", color=style["color"], label="_bound")
-        _draw_points(axes[1], pts, "capped_frac", style)
+            if dashed and name in axes:
+                axes[name].plot(
+                    *zip(*dashed, strict=True), ls="--", color=style["color"], label="_bound"
+                )
+                if name == "removed_mass":
+                    spanned += [v for _, v in dashed]
+        _draw_points(axes["capped_frac"], pts, "capped_frac", style)
         kl = [p for p in pts if p["kl"] is not None]
-        if kl:
-            lo = [p["kl"] - p["kl_lo"] if p["kl_lo"] is not None else 0.0 for p in kl]
+        if kl and "kl" in axes:
+            # the interval clipped to the quantity's range (a KL is >= 0; its estimate's
+            # interval over a few seeds can reach below)
+            lo = [p["kl"] - max(0.0, p["kl_lo"]) if p["kl_lo"] is not None else 0.0 for p in kl]
             hi = [p["kl_hi"] - p["kl"] if p["kl_hi"] is not None else 0.0 for p in kl]
-            axes[2].errorbar(
+            axes["kl"].errorbar(
                 [p["x"] for p in kl],
                 [p["kl"] for p in kl],
                 yerr=[lo, hi],
                 marker=style["marker"],
+                ms=4,
                 color=style["color"],
                 capsize=3,
             )
-        _draw_points(axes[3], pts, "drift_sq", style)
-        _draw_points(axes[4], pts, "entropy_step", style)
-        _draw_points(axes[5], pts, "mismatch", style)
-    for axis, key in ((axes[3], "drift_sq"), (axes[5], "mismatch")):
-        if not any(p.get(key) is not None for p in data.points):
-            axis.text(0.5, 0.5, "not recorded", ha="center", color="0.5", transform=axis.transAxes)
+        for name, key in (
+            ("drift", "drift_sq"),
+            ("entropy_step", "entropy_step"),
+            ("mismatch", "mismatch"),
+        ):
+            if name in axes:
+                _draw_points(axes[name], pts, key, style)
+    if spans_decades(spanned):  # a measurement 10-100x below its bound: both readable
+        # symmetric log: linear below the smallest positive value, so a run that removed
+        # nothing (0 at D = 0) is still drawn
+        smallest = min(v for v in spanned if v > 0)
+        axes["removed_mass"].set_yscale("symlog", linthresh=smallest)
+        axes["removed_mass"].set_ylim(bottom=0.0)
 
 
 def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict[str, Any]) -> None:
@@ -746,8 +801,8 @@ def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict
         axis.errorbar(
             [p["x"] for p in bars],
             [p[key] for p in bars],
-            yerr=[
-                [p[key] - p[f"{key}_lo"] for p in bars],
+            yerr=[  # every quantity drawn here is >= 0: its interval is clipped there
+                [p[key] - max(0.0, p[f"{key}_lo"]) for p in bars],
                 [p[f"{key}_hi"] - p[key] for p in bars],
             ],
             fmt="none",
@@ -757,50 +812,25 @@ def _draw_points(axis: Any, pts: Sequence[dict[str, Any]], key: str, style: dict
 
 
 def _draw_gap_panel(axis: Any, data: BoundsData) -> None:
-    """The measured GMC-TIC gap per delay and, on a twin axis, the theory's delay terms."""
-    if data.gaps:
-        gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
-        if gaps:
-            axis.plot(*zip(*gaps, strict=True), marker="s", color="k", label="measured")
-        # the line of no difference (a ratio for toy runs, a difference in pp for LLM runs); no
-        # theory factor: the tuned factor compares two upper bounds at different step sizes
-        axis.axhline(1.0 if data.suite == "toy" else 0.0, color="0.6", lw=0.8)
-    if not data.theory:
-        return
-    twin = axis.twinx()
+    """The measured GMC-TIC gap per delay, with the line of no difference (a ratio for toy runs,
+    a difference in pp for LLM runs; no theory factor: the tuned factor compares two upper
+    bounds at different step sizes)."""
+    gaps = [(g["x"], g["gap"]) for g in data.gaps if g["gap"] is not None]
+    axis.plot(*zip(*gaps, strict=True), marker="s", ms=4, color="k", label="GMC vs TIC, measured")
+    axis.axhline(1.0 if data.suite == "toy" else 0.0, color="0.6", lw=0.8)
+
+
+def _draw_theory_panel(axis: Any, data: BoundsData) -> None:
+    """The theory's delay terms of TIC and GMC against `tau4^(1/4)` (dashed, method colours)."""
     xs = [t["x"] for t in data.theory]
     for method in ("tic", "gmc"):
-        twin.plot(
+        axis.plot(
             xs,
             [t[f"delay_term_{method}"] for t in data.theory],
             ls="--",
             color=method_color(method),
-            label=f"{method.upper()} delay term",
+            label=f"{method_label(method)}, theory's delay term",
         )
-    twin.set_ylabel("theory: (K tau4 / N^4)^(1/5)", fontsize=7)
-    twin.legend(fontsize=6, loc="lower right")
-
-
-def _draw_checks_panel(axis: Any, legend_from: Any, data: BoundsData) -> None:
-    """The methods' shared legend (from `legend_from`) and the checks with their verdicts."""
-    handles, labels = legend_from.get_legend_handles_labels()
-    if handles:  # one legend for the method panels, in the text panel
-        axis.legend(handles, labels, loc="upper left", fontsize=6, ncol=2, frameon=False)
-    axis.axis("off")
-    # the verdicts only: the details (counts, intervals) are in the caption, and with them seven
-    # checks do not fit the panel
-    text = "\n".join(
-        textwrap.fill(f"- {c['claim']}: {c['verdict']}", width=70, subsequent_indent="  ")
-        for c in data.checks
-    )
-    axis.text(0.0, 0.78, text or "no runs", va="top", fontsize=6, transform=axis.transAxes)
-
-
-def _grid():
-    from figures.common import pyplot
-
-    fig, grid = pyplot().subplots(2, 4, figsize=(14.5, 6.4))
-    return fig, list(grid.ravel())
 
 
 def fixed_delay_data(runs: Sequence[Run]) -> BoundsData:

@@ -22,11 +22,15 @@ from figures.registry import Entry, entries, get_entry, item_names
 from gmc_grpo.errors import run_reported
 from gmc_grpo.runlock import locks_folder
 
+# the default output folder: under runs/ (git-ignored), never the working directory itself; the
+# discovery skips folders named `figures`, so the outputs are never read back as runs
+DEFAULT_OUT = "runs/figures"
+
 # figure formats matplotlib writes without extra packages (`--formats`)
 FORMATS = ("png", "pdf", "svg", "eps", "ps", "jpg", "jpeg", "tif", "tiff")
 
 EPILOG = """examples:
-  gmc-grpo figures runs/                       # everything below runs/, into figures_out/
+  gmc-grpo figures runs/                       # everything below runs/, into runs/figures/
   gmc-grpo figures runs/gmc-d128 runs/tic-d128 --out paper_figs --only figure2 table3
   gmc-grpo figures runs/ --step 800           # tables at checkpoint 800 (default: last evaluated)
   gmc-grpo figures runs/ --list               # only say what was found
@@ -194,7 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "paths", nargs="*", default=["runs"], help="run directories or roots (default: runs)"
     )
-    parser.add_argument("--out", default="figures_out", help="output folder (default: figures_out)")
+    parser.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"output folder (default: {DEFAULT_OUT}; a folder named figures is never read as runs)",
+    )
     parser.add_argument("--only", nargs="+", metavar="ITEM", help="make only these items")
     parser.add_argument(
         "--formats", default="png,pdf", help="comma-separated figure formats (default: png,pdf)"
@@ -258,7 +266,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"wrote {name}: " + ", ".join(str(p) for p in paths))
     for name, reason in result.skipped.items():
         print(f"not made {name}: {reason}")
-    print(f"index: {Path(args.out) / 'INDEX.md'}")
+    print(
+        f"wrote {len(result.written)} items to {Path(args.out).resolve()} "
+        f"(index: {Path(args.out) / 'INDEX.md'})"
+    )
     if not result.written:
         print(
             f"nothing was made from the runs found under {', '.join(map(str, args.paths))}: "

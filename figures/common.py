@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from figures.discover import Run
-from figures.style import method_color, method_label, method_rank, use_agg
+from figures.style import (
+    MAX_COLUMNS,
+    PANEL_HEIGHT,
+    PANEL_WIDTH,
+    clip_band,
+    figure_legend,
+    figure_style,
+    grid_shape,
+    method_color,
+    method_label,
+    method_rank,
+    use_agg,
+)
 
 # ------------------------------------------------------------------------------------------
 # Containers
@@ -77,6 +89,9 @@ class FigureData:
     panels: list[Panel]
     notes: list[str] = field(default_factory=list)
     caption: str = ""
+    value_range: tuple[float | None, float | None] | None = None
+    """the range the quantity can take (`(0, 100)` for a percentage, `(0, None)` for a
+    non-negative one): the bands over seeds are clipped to it (None: unclipped)"""
 
     @property
     def has_data(self) -> bool:
@@ -295,12 +310,33 @@ def single_axes(ax: Any = None, figsize: tuple[float, float] = (5.0, 3.6)):
     return ax.figure, ax
 
 
-def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3.3):
-    """`(figure, [axes])` for `count` panels: new ones, or the given Axes / sequence of Axes."""
+def panel_axes(
+    count: int,
+    ax: Any = None,
+    width: float = PANEL_WIDTH,
+    height: float = PANEL_HEIGHT,
+    *,
+    max_columns: int = MAX_COLUMNS,
+    sharey: bool = False,
+):
+    """`(figure, [axes])` for `count` panels: a new compact grid (`figures.style.grid_shape`,
+    constrained layout, `width` x `height` inches per panel, a shared y axis when `sharey`; the
+    cells the grid has beyond `count` are removed), or the given Axes / sequence of Axes."""
     plt = pyplot()
     if ax is None:
-        fig, axes = plt.subplots(1, count, figsize=(width * count, height), squeeze=False)
-        return fig, list(axes[0])
+        rows, columns = grid_shape(max(count, 1), max_columns)
+        fig, axes = plt.subplots(
+            rows,
+            columns,
+            figsize=(max(width * columns, 4.5), height * rows + 0.6),
+            squeeze=False,
+            sharey=sharey,
+            layout="constrained",
+        )
+        cells = list(axes.ravel())
+        for extra in cells[count:]:
+            extra.remove()
+        return fig, cells[: max(count, 1)]
     axes = list(ax) if isinstance(ax, (list, tuple)) else [ax]
     if hasattr(ax, "ravel"):
         axes = list(ax.ravel())
@@ -309,67 +345,85 @@ def panel_axes(count: int, ax: Any = None, width: float = 4.2, height: float = 3
     return axes[0].figure, axes[:count]
 
 
+def coinciding(series: Sequence[Series]) -> list[tuple[str, str]]:
+    """Pairs of methods whose curves are identical (same steps, values equal to 1e-9): drawn in
+    order, the later one hides the earlier; the figure says so."""
+    pairs = []
+    for i, a in enumerate(series):
+        for b in series[i + 1 :]:
+            if a.steps == b.steps and all(
+                abs(x - y) <= 1e-9 * max(1.0, abs(x))
+                for x, y in zip(a.values, b.values, strict=True)
+            ):
+                pairs.append((a.method, b.method))
+    return pairs
+
+
 def plot_panels(data: FigureData, ax: Any = None, raw_alpha: float = 0.25):
-    """Draw a `FigureData`: per panel, each method's curve in its fixed colour (faint raw points
-    and a solid smoothed line when `smoothed` is set; a shaded band for the 95% interval over
-    seeds when the curve is a mean of seeds), the paper's references as open markers or grey
-    spans, and a "missing: ..." note for what is absent. Returns the figure."""
-    fig, axes = panel_axes(len(data.panels), ax)
-    for axis, panel in zip(axes, data.panels, strict=False):
-        for s in sorted(panel.series, key=lambda s: method_rank(s.method)):
-            color = method_color(s.method)
-            label = method_label(s.method) + (f" (mean of {s.seeds} seeds)" if s.seeds > 1 else "")
-            if s.lo is not None and s.hi is not None:  # the 95% interval over seeds
-                axis.fill_between(s.steps, s.lo, s.hi, color=color, alpha=0.18, lw=0)
-            if s.smoothed is not None:
-                axis.plot(s.steps, s.values, color=color, alpha=raw_alpha, lw=0.8)
-                axis.plot(s.steps, s.smoothed, color=color, lw=1.6, label=label)
-            else:
-                axis.plot(s.steps, s.values, color=color, lw=1.4, marker=".", label=label)
-        for ref in panel.references:
-            color = method_color(ref.method) if ref.method else "0.3"
-            if ref.y is not None:
-                axis.plot(
-                    [ref.x],
-                    [ref.y],
-                    ls="none",
-                    marker="D",
-                    mfc="none",
-                    mec=color,
-                    ms=7,
-                    mew=1.4,
-                    label=ref.label,
-                )
-            elif ref.x is not None and ref.x2 is not None:
-                axis.axvspan(ref.x, ref.x2, color="0.5", alpha=0.2, label=ref.label)
-            elif ref.x is not None:
-                axis.axvline(ref.x, color=color, ls=":", lw=1.2, label=ref.label)
-        if panel.missing:
-            axis.text(
-                0.02,
-                0.98,
-                "missing: " + "; ".join(panel.missing),
-                transform=axis.transAxes,
-                fontsize=6.5,
-                color="#B00020",
-                va="top",
-                wrap=True,
-                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
-            )
-        axis.set_title(panel.title, fontsize=10)
-        axis.set_xlabel(data.xlabel)
-        axis.grid(alpha=0.3)
-        handles, labels = axis.get_legend_handles_labels()
-        if handles:
-            unique = dict(zip(labels, handles, strict=True))
-            axis.legend(unique.values(), unique.keys(), fontsize=6.5)
-    axes[0].set_ylabel(data.ylabel)
-    if data.title:
-        # about 11 characters of 11-point text per inch: a narrow figure wraps its title
-        width = max(30, int(fig.get_figwidth() * 11))
-        fig.suptitle("\n".join(textwrap.wrap(data.title, width)), fontsize=11)
-    fig.tight_layout()
+    """Draw a `FigureData` in the figures' one style (`figures.style.RC`): one panel per panel
+    that has a curve (a panel with no run is not drawn; the figure's footnote names it), in a
+    compact grid with a shared y axis; per panel each method's curve in its fixed colour (faint
+    raw points and a solid smoothed line when `smoothed` is set; a shaded band for the 95%
+    interval over seeds, clipped to `data.value_range`), the paper's references as open markers
+    or grey spans; one legend below the panels, titled with the notes (a panel's missing runs,
+    two methods' curves that coincide, the panels not drawn). Returns the figure."""
+    with figure_style():
+        drawn = [p for p in data.panels if p.series] or data.panels[:1]
+        fig, axes = panel_axes(len(drawn), ax, sharey=True)
+        notes = []
+        for axis, panel in zip(axes, drawn, strict=False):
+            _draw_panel(axis, panel, data, raw_alpha)
+            # said below the panels, not over the data: curves drawn over others, what is missing
+            series = sorted(panel.series, key=lambda s: method_rank(s.method))
+            notes += [
+                f"{panel.title}: {method_label(b)} hides {method_label(a)} (identical curves)"
+                for a, b in coinciding(series)
+            ]
+            if panel.missing and panel.series:
+                notes.append(f"{panel.title}: missing " + "; ".join(panel.missing))
+        for axis in axes:
+            axis.set_xlabel(data.xlabel)
+        axes[0].set_ylabel(data.ylabel)
+        for axis in axes[1:]:
+            if axis.get_subplotspec().colspan.start == 0:
+                axis.set_ylabel(data.ylabel)
+        absent = [p for p in data.panels if not p.series and p not in drawn]
+        footnotes = [
+            f"not drawn, no curve: {p.title} ({'; '.join(p.missing) or 'no curve'})" for p in absent
+        ]
+        figure_legend(fig, axes, note="\n".join(notes + footnotes))
+        if data.title:
+            # about 13 characters of 10-point text per inch: a narrow figure wraps its title
+            width = max(30, int(fig.get_figwidth() * 13))
+            fig.suptitle("\n".join(textwrap.wrap(data.title, width)))
     return fig
+
+
+def _draw_panel(axis: Any, panel: Panel, data: FigureData, raw_alpha: float) -> None:
+    series = sorted(panel.series, key=lambda s: method_rank(s.method))
+    for s in series:
+        color = method_color(s.method)
+        label = method_label(s.method) + (f" (mean of {s.seeds} seeds)" if s.seeds > 1 else "")
+        if s.lo is not None and s.hi is not None:  # the 95% interval over seeds
+            lo, hi = clip_band(s.lo, s.hi, data.value_range)
+            axis.fill_between(s.steps, lo, hi, color=color, alpha=0.18, lw=0)
+        if s.smoothed is not None:
+            axis.plot(s.steps, s.values, color=color, alpha=raw_alpha, lw=0.8)
+            axis.plot(s.steps, s.smoothed, color=color, lw=1.6, label=label)
+        else:
+            axis.plot(s.steps, s.values, color=color, lw=1.4, marker=".", ms=4, label=label)
+    for ref in panel.references:
+        color = method_color(ref.method) if ref.method else "0.3"
+        if ref.y is not None:
+            axis.plot(
+                [ref.x], [ref.y], ls="none", marker="D", mfc="none", mec=color, ms=6, mew=1.3,
+                label=ref.label,
+            )  # fmt: skip
+        elif ref.x is not None and ref.x2 is not None:
+            axis.axvspan(ref.x, ref.x2, color="0.5", alpha=0.2, label=ref.label)
+        elif ref.x is not None:
+            axis.axvline(ref.x, color=color, ls=":", lw=1.2, label=ref.label)
+    axis.set_title(panel.title)
 
 
 PNG_DPI = 150

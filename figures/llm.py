@@ -179,6 +179,7 @@ def figure2_data(
         ylabel="Pass@1 (%)",
         panels=panels,
         notes=notes,
+        value_range=(0.0, 100.0),
     )
     # the caption names only what is drawn: the diamonds where a panel's delay is one of Table
     # 3's, the band where a curve is a mean of seeds
@@ -237,6 +238,7 @@ def figure4_data(
         ylabel="entropy (nats / token)",
         panels=panels,
         notes=notes,
+        value_range=(0.0, None),
     )
     data.caption = f"Faint: per-step values; solid: centred moving average over {window} steps." + (
         " Shaded: 95% interval over seeds (smoothed), for curves that are a mean of seeds."

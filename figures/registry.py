@@ -60,10 +60,14 @@ class Entry:
         return resolve(self.data)(records, **options)
 
     def figure(self, numbers: Any) -> Any:
-        """The item drawn from its numbers (a matplotlib figure)."""
+        """The item drawn from its numbers (a matplotlib figure), in the figures' one style
+        (`figures.style.figure_style`: fonts, grid, spines)."""
         if self.draw is None:
             raise ValueError(f"{self.name} is a table: render it with figures.tables")
-        return resolve(self.draw)(numbers)
+        from figures.style import figure_style
+
+        with figure_style():
+            return resolve(self.draw)(numbers)
 
 
 def resolve(ref: str | Callable[..., Any]) -> Callable[..., Any]:

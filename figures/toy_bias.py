@@ -336,7 +336,7 @@ def _g_text(g: float | None) -> str:
 
 def plot_bias_vs_staleness(curves: Curves, *, ax=None):
     """Relative squared bias per method against staleness (`bias_vs_staleness_data`)."""
-    ylabel = "||E g - grad J/T||^2 / max ||grad J/T||^2"
+    ylabel = r"$\Vert \mathbb{E}\,g - \nabla J/T\Vert^2 \,/\, \max \Vert\nabla J/T\Vert^2$"
     return _plot_vs_staleness(curves, ylabel, "squared bias", ax)
 
 
@@ -383,7 +383,7 @@ def plot_bias_vs_group_size(curves: Curves, *, ax=None):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(curves.xlabel)
-    ax.set_ylabel("||E g - grad J/T||^2")
+    ax.set_ylabel(r"$\Vert \mathbb{E}\,g - \nabla J/T\Vert^2$")
     st, eps = curves.staleness, curves.eps
     ax.set_title(f"bias vs G (staleness {st:g}, eps={eps})" if st is not None else "bias vs G")
     ax.legend(fontsize=7)
@@ -405,7 +405,7 @@ def plot_removed_mass_vs_bound(points: dict[str, tuple[list, list]], *, ax=None)
         ax.plot([lo_all, hi_all], [lo_all, hi_all], "k--", lw=1, label="removed = bound")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("KL / log(1+2 eps) (GMC),  KL / c_eps (TIC)")
+    ax.set_xlabel(r"$\mathrm{KL}/\log(1+2\epsilon)$ (GMC),  $\mathrm{KL}/c_\epsilon$ (TIC)")
     ax.set_ylabel("removed importance mass")
     ax.set_title("removed mass vs its KL bound")
     ax.legend(fontsize=7)

@@ -33,8 +33,8 @@ from gmc_grpo.records import read_json, read_jsonl
 from gmc_grpo.stats import t_quantile
 
 TRAINING_METRICS = (
-    ("policy/objective", "J(theta_n)", False),
-    ("policy/grad_norm_sq", "||grad J(theta_n)||^2", True),
+    ("policy/objective", r"$J(\theta_n)$", False),
+    ("policy/grad_norm_sq", r"$\Vert\nabla J(\theta_n)\Vert^2$", True),
 )
 """the two rows of `plot_training_curves`: metric key, axis label, log scale"""
 GROUP_METHODS = ("gmc", "tic")
@@ -230,7 +230,11 @@ def plot_metric_vs_delay(
             label=method_label(method),
         )
     ax.set_xlabel("delay D")
-    ax.set_ylabel("(1/N) sum ||grad J(theta_n)||^2" if key == "convergence_metric" else key)
+    ax.set_ylabel(
+        r"$\frac{1}{N}\sum_n \Vert\nabla J(\theta_n)\Vert^2$"
+        if key == "convergence_metric"
+        else key
+    )
     ax.legend(fontsize=7)
     return fig
 
@@ -266,7 +270,7 @@ def plot_vs_delay(rows: list[dict[str, Any]], ax: Any = None) -> Any:
     fig, axes = panel_axes(2, ax, width=5, height=3.8)
     plot_metric_vs_delay(rows, "convergence_metric", ax=axes[0])
     plot_metric_vs_delay(rows, "final_objective", ax=axes[1])
-    axes[1].set_ylabel("final J(theta_N)")
+    axes[1].set_ylabel(r"final $J(\theta_N)$")
     fig.tight_layout()
     return fig
 
@@ -294,7 +298,7 @@ def plot_length_coupled(data: dict[str, dict[str, Any]], ax: Any = None) -> Any:
     """`J` (left) and the realised lag (right) vs step per method (`length_coupled_data`)."""
     fig, axes = panel_axes(2, ax, width=5, height=3.8)
     plot_curve_set(
-        data["objective"], ylabel="J(theta_n)", title="length-coupled delays", ax=axes[0]
+        data["objective"], ylabel=r"$J(\theta_n)$", title="length-coupled delays", ax=axes[0]
     )
     axes[0].legend(fontsize=7)
     plot_curve_set(data["lag"], ylabel="realised lag", ax=axes[1])
@@ -334,7 +338,7 @@ def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
         )
         axes[0].axvline(cell["eps_star"], color=color, ls=":", lw=0.8)
     axes[0].set_xscale("log")
-    axes[0].set_xlabel("eps (cap 1 + eps)")
+    axes[0].set_xlabel(r"$\epsilon$ (cap $1+\epsilon$)")
     axes[0].set_ylabel("conv. metric / its minimum")
     axes[0].legend(fontsize=6)
     usable = [c for c in table if c["tau4"] > 0]
@@ -375,8 +379,8 @@ def plot_eps_star(fit: dict[str, Any], ax: Any = None) -> Any:
             axes[1].plot(t, pred, lw=0.8)
     axes[1].set_xscale("log")
     axes[1].set_yscale("log")
-    axes[1].set_xlabel("tau4 (realised mean lag^4)")
-    axes[1].set_ylabel("eps* (open, arrow: censored at a grid edge)")
+    axes[1].set_xlabel(r"$\bar\tau_4$ (realised mean of lag$^4$)")
+    axes[1].set_ylabel(r"$\epsilon^\star$ (open, arrow: censored at a grid edge)")
     if "tau4_exponent" in fit:
         axes[1].set_title(
             f"fit: a = {fit['tau4_exponent']:.3f} (paper 1/7), "

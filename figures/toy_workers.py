@@ -98,7 +98,7 @@ def plot_metric_vs_tau4(
             label=f"{method_label(method)}, mixed lags (workers)",
         )
     ax.set_xscale("log")
-    ax.set_xlabel("tau4 = mean over groups of lag^4 (realised)")
+    ax.set_xlabel(r"$\bar\tau_4$ = mean over groups of lag$^4$ (realised)")
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=6, loc="best")
     return fig

@@ -103,6 +103,7 @@ def supervised_warmup(
     batch_size: int,
     seed: int,
     answer_fraction: float = 1.0,
+    progress: bool = False,
 ) -> list[float]:
     """Teach the answer format by teacher forcing; return the loss of every step.
 
@@ -117,6 +118,7 @@ def supervised_warmup(
     goes with which prompt (its reward is then about the chance that two random sums agree,
     `sum_s p_s^2`: 0.067 for operands 0-9); in between, a weak model that puts extra mass on
     the right sum, which RL can sharpen.
+    progress: a tqdm bar over the steps (to stderr) with the current loss.
     """
     if steps < 0 or batch_size < 1 or not lr > 0:
         raise ValueError(
@@ -138,7 +140,10 @@ def supervised_warmup(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     was_training = model.training
     model.train()
+    from tqdm.auto import tqdm
+
     losses = []
+    bar = tqdm(total=steps, desc="supervised warm-up", unit="step", disable=not progress)
     for _ in range(steps):
         picks = torch.randint(len(encoded), (batch_size,), generator=gen).tolist()
         pairs = [encoded[i] for i in picks]
@@ -169,5 +174,8 @@ def supervised_warmup(
         loss.backward()
         optimizer.step()
         losses.append(float(loss.detach()))
+        bar.set_postfix(loss=f"{losses[-1]:.3f}", refresh=False)
+        bar.update()
+    bar.close()
     model.train(was_training)
     return losses

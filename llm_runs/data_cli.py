@@ -27,4 +27,5 @@ def run(args: argparse.Namespace) -> int:
     written = export_to_dir(args.out, names)
     for name, count in written.items():
         print(f"{name}: {count} rows")
+    print(f"wrote {len(written)} datasets to {args.out}")
     return 0

@@ -192,6 +192,7 @@ def _build_initial_policy(
         batch_size=config.sft_batch_size,
         seed=config.warmup_seed,
         answer_fraction=config.sft_answer_fraction,
+        progress=config.progress,
     )
     notice(
         f"supervised warm-up: {config.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"

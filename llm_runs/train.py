@@ -657,9 +657,10 @@ def train(
     """Run one training job; return its summary (see `Trainer`).
 
     Holds the lock of `config.out` throughout (`gmc_grpo.runlock`: a second writer is refused);
-    with `config.progress` off, transformers' own bars (loading, writing weights) are off too.
+    transformers' own bars (loading, writing weight shards) are off: the run's own bars (the
+    warm-up's, the training's, with `config.progress`) say what is happening.
     """
-    with run_lock(config.out), transformers_progress(config.progress):
+    with run_lock(config.out), transformers_progress(False):
         trainer = Trainer(
             config,
             engine_factory=engine_factory,

@@ -309,6 +309,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     summary = train(config, request=request)
     print(json.dumps(summary, indent=1))
+    # stdout stays the summary's JSON; where the run went, on stderr
+    print(f"wrote the run (records, summary.json, checkpoints) to {config.out}", file=sys.stderr)
     return 0
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "latex_to_mathml",
     "markdown_to_html",
     "render_markdown_report",
+    "short_headline",
     "slugify",
 ]
 
@@ -348,6 +349,32 @@ def _table_safe_math(markdown: str) -> str:
         if _TABLE_ROW.match(line):
             lines[i] = _INLINE_MATH.sub(safe, line)
     return "\n".join(lines)
+
+
+def _outside_spans(text: str, index: int) -> bool:
+    """Whether `text[index]` lies outside every `$...$` formula and back-tick code span."""
+    before = text[:index]
+    return before.count("$") % 2 == 0 and before.count("`") % 2 == 0
+
+
+def short_headline(headline: str, limit: int = 140) -> tuple[str, bool]:
+    """`(text, shortened)`: a stage's headline cut to about `limit` characters for the report's
+    summary, at a `; ` between its parts (else at a space), never inside a formula or a code span;
+    `shortened` says whether anything was left out (the section gives the whole headline)."""
+    text = " ".join(headline.split())
+    if len(text) <= limit:
+        return text, False
+    cuts = [m.start() for m in re.finditer("; ", text) if _outside_spans(text, m.start())]
+    fitting = [c for c in cuts if c <= limit]
+    if fitting:
+        return text[: fitting[-1]], True
+    if cuts and cuts[0] <= 2 * limit:
+        return text[: cuts[0]], True
+    spaces = [m.start() for m in re.finditer(" ", text) if _outside_spans(text, m.start())]
+    fitting = [c for c in spaces if c <= limit]
+    if not fitting:
+        return text, False
+    return text[: fitting[-1]].rstrip(",;:") + " ...", True
 
 
 def render_markdown_report(title: str, intro: str, sections: Sequence[tuple[str, str]]) -> str:

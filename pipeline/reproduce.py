@@ -41,6 +41,10 @@ class Stage:
         them finished after it did.
     full_settings: the settings of the stage's larger design (`gmc-grpo reproduce --full`),
         whose runner then takes `full=True`; None: the stage has one design.
+    figure_runs: the figures stage reads this stage's runs; False for a stage whose runs belong
+        to no suite the figures draw (the LM bias stage's one delayed GMC run is not a run of
+        the fixed-delay suite: drawn with it, it would add a D = 16 panel and table row and a
+        second verdict on the delay trend).
     """
 
     name: str
@@ -49,6 +53,7 @@ class Stage:
     settings: tuple[tuple[str, Any], ...] = ()
     reads_earlier: bool = False
     full_settings: tuple[tuple[str, Any], ...] | None = None
+    figure_runs: bool = True
 
 
 def theory_stage(out_dir: Path) -> dict[str, Any]:
@@ -82,16 +87,24 @@ def theory_stage(out_dir: Path) -> dict[str, Any]:
 def figures_stage(out_dir: Path) -> dict[str, Any]:
     """Every figure and table the earlier stages' run directories allow (`gmc-grpo figures`).
 
-    Reads the sibling folders of `out_dir` (the other stages' outputs) and writes into `out_dir`.
+    Reads the sibling folders of `out_dir` (the other stages' outputs) except those of the stages
+    whose runs belong to no drawn suite (`Stage.figure_runs`), and writes into `out_dir`.
     """
     from figures.cli import write_all
 
-    result = write_all([out_dir.parent], out_dir, exclude=[out_dir], root=out_dir.parent)
+    not_read = [stage for stage in STAGES if not stage.figure_runs]
+    exclude = [out_dir, *(out_dir.parent / stage.name for stage in not_read)]
+    result = write_all([out_dir.parent], out_dir, exclude=exclude, root=out_dir.parent)
     headline = f"{len(result.written)} figures/tables made, {len(result.skipped)} not made"
+    skipped_stages = "".join(
+        f" Not read: `{stage.name}/` ({stage.title}), whose runs are not part of the suites "
+        "drawn here (its own section reports them)."
+        for stage in not_read
+    )
     markdown = (
         "Figures and tables regenerated from the run records of the stages above "
         '(`gmc-grpo figures`); the paper\'s values sit beside ours, labelled "paper"; items '
-        "without a matching run are listed with the reason.\n\n"
+        f"without a matching run are listed with the reason.{skipped_stages}\n\n"
         + result.markdown(image_prefix=f"{out_dir.name}/")
     )
     return {
@@ -222,6 +235,7 @@ STAGES: tuple[Stage, ...] = (
         "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
+        figure_runs=False,  # one delayed GMC run (D = 16), not a run of the fixed-delay suite
     ),
     Stage(
         "figures",
@@ -290,24 +304,41 @@ def write_report(out: Path, records: list[dict[str, Any]]) -> Path:
     """`REPORT.md` (and `REPORT.html`, see `pipeline.report`): stage table with times and links,
     then each stage's section. `REPORT.md` links its images; `REPORT.html` holds them (data
     URIs, `pipeline.report_images`), so it can be copied alone."""
-    from pipeline.report import markdown_to_html, render_markdown_report, slugify
+    from pipeline.report import (
+        markdown_to_html,
+        render_markdown_report,
+        short_headline,
+        slugify,
+    )
     from pipeline.report_images import embed_images
 
     env = environment_info()
+    failed = [rec["title"] for rec in records if rec["status"] != "ok"]
     lines = [
-        f"Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, Python {env['python']}, "
-        f"{env['platform']}.",
+        "## Summary",
+        "",
+        f"{len(records)} stages, {len(records) - len(failed)} finished"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+        + f". Package {env['gmc_grpo_version']}, commit `{env['git_commit']}`, "
+        f"Python {env['python']}, {env['platform']}. Each stage's whole headline opens its section.",
         "",
         "| stage | status | seconds | headline |",
         "| --- | --- | ---: | --- |",
     ]
     for rec in records:
         status = rec["status"] + (" (reused)" if rec.get("reused") else "")
+        anchor = f"#{slugify(rec['title'])}"
+        headline, shortened = short_headline(str(rec.get("headline", "")))
+        more = f" ([more]({anchor}))" if shortened else ""
         lines.append(
-            f"| [{rec['title']}](#{slugify(rec['title'])}) | {status} | {rec['seconds']:.1f} "
-            f"| {rec.get('headline', '')} |"
+            f"| [{rec['title']}]({anchor}) | {status} | {rec['seconds']:.1f} | {headline}{more} |"
         )
-    sections = [(rec["title"], rec.get("markdown", "")) for rec in records]
+    sections = []
+    for rec in records:
+        body = rec.get("markdown", "")
+        if rec.get("headline"):
+            body = f"**Headline.** {rec['headline']}\n\n{body}"
+        sections.append((rec["title"], body))
     text = render_markdown_report("gmc-grpo reproduction report", "\n".join(lines), sections)
     report = out / "REPORT.md"
     atomic_write_text(report, text)

@@ -72,6 +72,55 @@ def test_site_builds_strict(tmp_path):
     # the explorer that needs no kernel, linked from its page
     assert (site / "assets/bounds_explorer.html").is_file()
     assert "bounds_explorer.html" in (site / "explorer/index.html").read_text(encoding="utf-8")
+    # formulas need no network: MathML from the build, no script from elsewhere, no MathJax
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page
+        assert not re.search(r"<script[^>]*>\s*(window\.)?MathJax", text), page
+        assert "mathjax/" not in text.lower() and 'src=""' not in text, page
+    for name in ("bounds", "bias_sweeps", "async_toy", "paper_figures"):
+        text = (site / f"notebooks/{name}/index.html").read_text(encoding="utf-8")
+        assert text.count("<math ") >= 5, name
+        prose = re.sub(
+            r"<(pre|code|script|style)\b.*?</\1>|<div class=\"clipboard-copy-txt\".*?</div>",
+            "",
+            text,
+            flags=re.S,
+        )
+        assert not re.search(r"\$\\[A-Za-z]+", prose), name  # no raw TeX left
+    _check_math_in_chromium(site / "notebooks/bounds/index.html", tmp_path)
+    assert "<math " in notebook
+    # a docs page's $...$ (core-library's methods table) is MathML too, one per table cell
+    core = (site / "core-library/index.html").read_text(encoding="utf-8")
+    assert core.count("<math ") >= 8 and "$c_i" not in core
+
+
+def _docs_hooks():
+    """`docs/hooks.py` as a module (it is not a package's module)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_offline_math_converts_text_and_leaves_code_and_money() -> None:
+    hooks = _docs_hooks()
+    page = (
+        '<head><script src="https://cdnjs.cloudflare.com/ajax/libs/mathjax/2.7.7/MathJax.js">'
+        '</script><script type="text/x-mathjax-config">MathJax.Hub.Config({});</script>'
+        '<script src=""> </script></head>'
+        "<p>Move $\\epsilon$ for $5 and $a &lt; b$</p><pre>$x$</pre><code>$y$</code>"
+        '<p>$$\\frac{1}{2}$$</p><a title="$z$">t</a>'
+        '<div class="clipboard-copy-txt" id="c1">print("$\\epsilon$")</div>'
+    )
+    out = hooks.offline_math(page)
+    assert "<script" not in out  # MathJax's three tags gone
+    assert out.count("<math ") == 3 and 'display="block"' in out  # epsilon, a < b, 1/2
+    assert "for $5 and" in out  # money is not math
+    assert "<pre>$x$</pre>" in out and "<code>$y$</code>" in out and 'title="$z$"' in out
+    assert 'print("$\\epsilon$")</div>' in out  # a code cell's hidden copy stays code
 
 
 def code_host_anchors(markdown: str) -> set[str]:
@@ -152,3 +201,61 @@ def test_planted_api_directive_for_a_missing_module_fails_the_build(tmp_path):
     result = mkdocs_build(small_site(tmp_path, "::: gmc_grpo.no_such_module"), tmp_path / "site")
     assert result.returncode != 0, result.stderr[-4000:]
     assert any("gmc_grpo.no_such_module" in line for line in warnings_of(result)), result.stderr
+
+
+# measures every <math> of the page once it has loaded and writes the result into the DOM
+_MEASURE = """<script>addEventListener("load", () => {
+  const boxes = [...document.querySelectorAll(".md-content math")].map(m => m.getBoundingClientRect());
+  const text = document.body.innerText;
+  document.body.setAttribute("data-math", JSON.stringify({
+    count: boxes.length, drawn: boxes.filter(b => b.width > 0 && b.height > 0).length,
+    rawTex: (text.match(/\\$\\\\[A-Za-z]+/g) || []).length}));
+});</script>"""
+
+
+def _check_math_in_chromium(page: Path, tmp_path: Path) -> None:
+    """The page in headless Chromium with the network off (every request to an unreachable
+    proxy): every MathML formula is laid out with a size, no raw TeX is visible. Skipped (said)
+    where no Chromium is installed."""
+    import json
+
+    chromium = next(
+        (
+            shutil.which(n)
+            for n in ("chromium", "chromium-browser", "google-chrome")
+            if shutil.which(n)
+        ),
+        None,
+    )
+    if chromium is None:
+        print("headless Chromium not installed: the offline rendering check was not run")
+        return
+    probe = page.with_name("probe.html")  # same folder: the page's relative assets still load
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"))
+    done = subprocess.run(
+        [
+            chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+            f"--user-data-dir={tmp_path / 'chromium'}", "--virtual-time-budget=5000",
+            "--dump-dom", probe.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    found = re.search(r'data-math="([^"]*)"', done.stdout)
+    assert found, done.stderr[-2000:]
+    measured = json.loads(found[1].replace("&quot;", '"'))
+    assert measured["count"] >= 5 and measured["drawn"] == measured["count"], measured
+    assert measured["rawTex"] == 0, measured
+
+
+def test_markdown_math_before_markdown_reads_underscores_and_braces() -> None:
+    hooks = _docs_hooks()
+    page = (
+        "| m | c |\n| --- | --- |\n| `gmc` | $c_i = \\rho_i \\min\\{1, x_i\\}$ |\n\n"
+        "Code stays: `$a_b$` and\n\n```bash\necho $HOME_$x$\n```\n"
+    )
+    out = hooks.markdown_math(page)
+    row = out.splitlines()[2]
+    assert row.startswith("| `gmc` | <math ") and row.endswith("</math> |")  # still one row
+    assert "<msub><mi>c</mi><mi>i</mi></msub>" in row and "&#x0007B;" in row  # c_i, the brace
+    assert "`$a_b$`" in out and "echo $HOME_$x$" in out  # code untouched

@@ -604,10 +604,21 @@ def _math_cell(latex: str) -> str:
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*$\[\]<>|~])|(?<!\w)_|_(?!\w)")
 
 
+_CODE_SPAN = re.compile(r"(`[^`\n]+`)")
+
+
 def _text_cell(text: str) -> str:
-    """Plain (Unicode) text for Markdown, read literally: `3*eps` is not emphasis, `$` not math."""
-    escaped = _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), text)
-    return escaped.replace("\n", " ")
+    """Plain (Unicode) text for Markdown, read literally: `3*eps` is not emphasis, `$` not math.
+    A paired back-tick span (a command such as `gmc-grpo toy sweep`) stays a code span (only a
+    pipe inside it is escaped, for table cells); a lone back-tick is escaped."""
+    parts = _CODE_SPAN.split(text)
+    escaped = [
+        part.replace("|", "\\|")
+        if i % 2
+        else _MARKDOWN_SPECIAL.sub(lambda m: "\\" + m.group(0), part)
+        for i, part in enumerate(parts)
+    ]
+    return "".join(escaped).replace("\n", " ")
 
 
 def counts_text(counts: dict[str, int]) -> str:

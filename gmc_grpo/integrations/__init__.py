@@ -4,7 +4,7 @@
   that keeps each group's `G` completions together through TRL's shuffling and micro-batch
   splitting and replaces the token-level PPO loss by the core library's trajectory-level
   surrogate (`gmc_grpo.losses.policy_loss`). Importing it imports TRL; install with
-  `pip install gmc-grpo[trl]`.
+  `pip install -e ".[trl]"` (in a clone).
 - `gmc_grpo.integrations.trl_async`: `GMCAsyncGRPOTrainer`, a subclass of TRL's asynchronous
   `AsyncGRPOTrainer` (`trl.experimental.async_grpo`): whole groups per packed row, coefficients
   against the rollout workers' log-probs, stale samples kept and capped, each sample's lag logged.

@@ -2,7 +2,7 @@
 
 Targets TRL 1.16.0 (`trl/trainer/grpo_trainer.py`); other versions are accepted when the hooks
 below exist, with a warning. Importing this module imports TRL; without it the import fails
-with the name of the extra to install (`pip install gmc-grpo[trl]`).
+with the extra to install (`pip install -e ".[trl]"` in a clone).
 
 What TRL does (read from its source, 1.16.0) and what this subclass changes:
 
@@ -76,7 +76,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised by a test that hides trl
     raise ImportError(
-        "gmc_grpo.integrations.trl needs TRL (tested with trl==1.16.0): pip install 'gmc-grpo[trl]'"
+        "gmc_grpo.integrations.trl needs TRL (tested with trl==1.16.0): pip install -e '.[trl]' in a gmc-grpo clone"
     ) from exc
 
 TARGET_TRL_VERSION = "1.16.0"

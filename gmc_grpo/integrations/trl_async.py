@@ -31,7 +31,8 @@ What TRL does (read from its source, 1.16.0) and what `GMCAsyncGRPOTrainer` chan
 4. Staleness. Samples older than `max_staleness` are still dropped by TRL's queue reader (set it
    to what your pipeline can produce; GMC caps what is kept). The lag of every kept sample is in
    the metrics (`gmc/lag_mean`, `gmc/lag_max`, `gmc/stale_frac`: lag above TRL's default 4) and,
-   one line per sample, in `output_dir/gmc_samples.jsonl` (step, group, lag, `s_i`, `c_i`).
+   one line per sample, in `output_dir/gmc_samples.jsonl` (step, group, lag, `s_i`, `c_i`); both
+   describe the samples trained at that step (`step` is TRL's logged step, counted from 1).
 
 Normalisation: with the paper's aggregation (`1/(T B G)`, eq. 2 and 9; `T` =
 `max_completion_length`) each rank divides its sum by `T * (samples of the micro-batch) /
@@ -79,7 +80,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised where trl is missing
     raise ImportError(
         "gmc_grpo.integrations.trl_async needs TRL's asynchronous GRPO trainer (tested with "
-        "trl==1.16.0): pip install 'gmc-grpo[trl]'"
+        "trl==1.16.0): pip install -e '.[trl]' in a gmc-grpo clone"
     ) from exc
 
 TARGET_TRL_VERSION = "1.16.0"
@@ -279,11 +280,6 @@ class GroupCollator(DataCollatorForRollout):
         batch["gmc_segment_reward"] = rewards
         batch["gmc_segment_lag"] = lags
         batch["gmc_global_n_samples"] = torch.full((len(rows),), float(total))
-        lag_values = [int(s.get("lag", 0)) for row in rows for s in row.samples]
-        self.metrics["gmc/lag_mean"].append(sum(lag_values) / len(lag_values))
-        self.metrics["gmc/lag_max"].append(float(max(lag_values)))
-        stale = sum(lag > TRL_DEFAULT_MAX_STALENESS for lag in lag_values)
-        self.metrics["gmc/stale_frac"].append((float(stale), float(len(lag_values))))
         return batch
 
 
@@ -600,11 +596,22 @@ class GMCAsyncGRPOTrainer(AsyncGRPOTrainer):
             metrics[f"gmc/{key}"].append(float(gathered.mean()))
         coef = packed.log_coefficient.exp()
         stale = lags > TRL_DEFAULT_MAX_STALENESS
+        # the lags of the samples this loss trains (not of the batch the loader prefetches next):
+        # [sum, max, stale count, count] per rank, gathered
+        lag_stats = torch.tensor(
+            [[float(lags.sum()), float(lags.max()), float(stale.sum()), float(lags.numel())]],
+            device=device,
+        )
+        everyone = self.accelerator.gather(lag_stats).reshape(-1, 4)
+        count = float(everyone[:, 3].sum())
+        metrics["gmc/lag_mean"].append(float(everyone[:, 0].sum()) / count)
+        metrics["gmc/lag_max"].append(float(everyone[:, 1].max()))
+        metrics["gmc/stale_frac"].append((float(everyone[:, 2].sum()), count))
         if bool(stale.any()):
             metrics["gmc/stale_coef_mean"].append(float(coef[stale].mean()))
         if self._gmc_log_path is None:
             return
-        step = int(self.state.global_step)
+        step = int(self.state.global_step) + 1  # the step being trained, as TRL's logged row
         with open(self._gmc_log_path, "a", encoding="utf-8") as handle:
             for i in range(int(groups.numel())):
                 record = {

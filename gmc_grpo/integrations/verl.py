@@ -27,7 +27,7 @@ group (`rho_bar`, Prop. 2), so it is computed in two places:
    `loss_scale_factor = max response length` is the paper's `1/(T B G)` (eq. 2 and 9).
 
 Switching it on, from verl's own config (keys of verl 0.9's schema; no new key, no environment
-variable): `pip install gmc-grpo[verl]` declares the `verl.plugins` entry point
+variable): `pip install -e ".[verl]"` (in a clone) declares the `verl.plugins` entry point
 `gmc_grpo.integrations.verl_plugin`, which `import verl` loads in every verl process (driver,
 trainer, workers). Then
 
@@ -458,7 +458,7 @@ def _require_verl() -> Any:
         import verl
     except ImportError as exc:
         raise ImportError(
-            "the verl adapter needs verl 0.9.x: pip install 'gmc-grpo[verl]' "
+            "the verl adapter needs verl 0.9.x: pip install -e '.[verl]' in a gmc-grpo clone "
             "(in an environment of its own: verl pins transformers<5.11)"
         ) from exc
     version = str(getattr(verl, "__version__", "unknown"))
@@ -466,7 +466,7 @@ def _require_verl() -> Any:
         raise ImportError(
             f"gmc_grpo.integrations.verl supports verl {', '.join(v + '.x' for v in SUPPORTED_VERL)} "
             f"(tested: {', '.join(TESTED_VERL_VERSIONS)}; its register_policy_loss signature and "
-            f"rollout-correction step); found verl=={version}. pip install 'gmc-grpo[verl]' installs one."
+            f"rollout-correction step); found verl=={version}. pip install -e '.[verl]' in a gmc-grpo clone installs one."
         )
     return verl
 

@@ -1,6 +1,6 @@
 """The module verl loads to enable GMC: the `verl.plugins` entry point of gmc-grpo.
 
-`pip install gmc-grpo[verl]` declares the entry point `gmc = gmc_grpo.integrations.verl_plugin`
+`pip install -e ".[verl]"` (in a clone) declares the entry point `gmc = gmc_grpo.integrations.verl_plugin`
 (group `verl.plugins`). verl 0.9 loads that group at `import verl` in every process (driver,
 trainer, actor workers; `VERL_USE_EXTERNAL_PLUGINS`, default `auto`), which is where the
 policy-loss registry and the rollout-correction step live. Importing this module registers the
@@ -25,7 +25,7 @@ def _register_failure(error: BaseException) -> None:
     """Register a loss under every name that raises `error` when verl first requests it."""
     message = (
         f"gmc-grpo's verl plugin failed to load ({type(error).__name__}: {error}); the policy loss "
-        "cannot run. Reinstall with pip install 'gmc-grpo[verl]' (verl 0.9.x)"
+        "cannot run. Reinstall with pip install -e '.[verl]' in a gmc-grpo clone (verl 0.9.x)"
     )
 
     def failed_loss(*_args, **_kwargs):

@@ -12,6 +12,7 @@ from figures.bounds_vs_runs import (
     batch_means_interval,
     bounds_data,
     plot_bounds_vs_runs,
+    recorded_panels,
     stabilisation_step,
 )
 from figures.common import pyplot
@@ -84,8 +85,11 @@ def test_empty_suite_and_plot(root: Path) -> None:
     plt = pyplot()
     for data in (bounds_data(runs, "fixed_delay"), empty):
         fig = plot_bounds_vs_runs(data)
-        assert len(fig.axes) >= 6
+        assert len(fig.axes) == len(recorded_panels(data)) >= 1  # a panel per recorded quantity
         plt.close(fig)
+    fig = plot_bounds_vs_runs(empty)
+    assert "missing: no length_coupled runs" in [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
     with pytest.raises(ValueError, match="suite"):
         bounds_data(runs, "nope")
 
@@ -260,5 +264,6 @@ def test_tracked_llm_runs_give_drift_the_tracker_kl_and_the_mismatch(tmp_path: P
     # 2 KL / (T drift) = 2 x 0.02 D / (12 x 0.01 D) = 1/3 at every delay
     assert step3["detail"].startswith("L >= 0.333")
     fig = plot_bounds_vs_runs(data)
-    assert len(fig.axes) >= 8
+    assert {"drift", "mismatch"} <= set(recorded_panels(data))  # recorded here: drawn
+    assert len(fig.axes) == len(recorded_panels(data))
     pyplot().close(fig)

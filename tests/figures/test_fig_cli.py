@@ -82,6 +82,31 @@ def test_reproduce_figures_stage_reads_sibling_stages(root: Path, tmp_path: Path
     assert out["headline"].startswith(f"{len(out['written'])} figures/tables made")
 
 
+def test_figures_stage_leaves_out_the_lm_bias_stages_run(tmp_path: Path) -> None:
+    """The LM bias stage's one GMC run at D = 16 is not a run of the fixed-delay suite: Table 3
+    and Figure 2 show the suite's delays only (no "D = 16 ... missing" row, no empty panel)."""
+    from pipeline.reproduce import STAGES, figures_stage
+
+    (bias_stage,) = [stage for stage in STAGES if not stage.figure_runs]
+    assert bias_stage.name == "llm_bias"
+    results = tmp_path / "results"
+    for method in ("grpo", "gmc"):
+        write_train_run(results / "llm_tiny", f"{method}-0", method=method, delay=0, steps=12)
+    write_train_run(results / bias_stage.name / "run", "gmc", method="gmc", delay=16, steps=12)
+    stage_dir = results / "figures"
+    stage_dir.mkdir(parents=True)
+    out = figures_stage(stage_dir)
+    assert "table3" in out["written"]
+    table = (stage_dir / "table3.md").read_text()
+    assert not re.search(r"^\|\s*16\s*\|", table, flags=re.M), table
+    assert "llm_bias/run" not in out["markdown"]
+    assert "Not read: `llm_bias/`" in out["markdown"]
+    # the same runs with the bias stage's folder read: its D = 16 run shows up (the check can fail)
+    both = write_all([results], tmp_path / "all", exclude=[stage_dir], only=["table3"])
+    assert re.search(r"^\|\s*16\s*\|", (tmp_path / "all" / "table3.md").read_text(), flags=re.M)
+    assert "table3" in both.written
+
+
 def _damage_lines(path: Path, line: int, text: str) -> None:
     lines = path.read_text().splitlines(keepends=True)
     lines[line - 1] = text + "\n"
@@ -128,3 +153,18 @@ def test_damaged_runs_are_reported_and_skipped(tmp_path: Path, capsys) -> None:
     assert [r.name for r in runs] == ["good"]
     messages = sorted(str(w.message) for w in caught)
     assert len(messages) == 3 and all(m.startswith("skipped a damaged run: ") for m in messages)
+
+
+def test_default_output_goes_under_runs_and_the_command_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    write_train_run(tmp_path / "runs", "gmc-0", method="gmc", delay=0, steps=12, eval_every=4)
+    monkeypatch.chdir(tmp_path)
+    assert main(["runs", "--only", "table3"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing in the working dir
+    out = tmp_path / "runs" / "figures"
+    assert (out / "INDEX.md").is_file() and (out / "table3.md").is_file()
+    assert f"wrote 1 items to {out.resolve()}" in capsys.readouterr().out
+    # a second run does not read the figures folder as runs
+    assert main(["runs", "--list"]) == 0
+    assert "figures" not in capsys.readouterr().out.replace("gmc-grpo figures", "")

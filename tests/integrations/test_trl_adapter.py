@@ -398,7 +398,7 @@ def test_core_does_not_import_engines_and_missing_trl_names_the_extra():
         "try:\n"
         "    import gmc_grpo.integrations.trl\n"
         "except ImportError as e:\n"
-        "    assert 'gmc-grpo[trl]' in str(e), str(e)\n"
+        "    assert \"pip install -e '.[trl]'\" in str(e), str(e)\n"
         "else:\n"
         "    raise SystemExit('no ImportError')\n"
     )

@@ -53,3 +53,24 @@ def test_warmup_answer_fraction(tmp_path, fraction):
         supervised_warmup(
             model, tokenizer, POOL, steps=1, lr=1e-3, batch_size=2, seed=0, answer_fraction=2.0
         )
+
+
+def test_warmup_shows_a_progress_bar_only_when_asked(tmp_path, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.set_num_threads(1)
+    directory = build_tiny_qwen3(tmp_path / "m", seed=0, init_std=0.02)
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    capsys.readouterr()  # transformers' own bars
+    runs = {}
+    for progress in (True, False):
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
+        runs[progress] = supervised_warmup(
+            model, tokenizer, POOL, steps=3, lr=1e-3, batch_size=4, seed=0, progress=progress
+        )
+        runs[progress, "stderr"] = capsys.readouterr().err
+    bar = runs[True, "stderr"].split("supervised warm-up", 1)
+    assert len(bar) == 2 and "3/3" in bar[1]
+    assert "loss=" in runs[True, "stderr"]
+    assert "supervised warm-up" not in runs[False, "stderr"]
+    assert runs[True] == runs[False]  # the bar changes nothing of the computation

@@ -342,7 +342,8 @@ def test_small_report_reads_as_a_user_sees_it(small_report: Path) -> None:
 
     # every formula of the Markdown is one <math> element; every formula cell holds one
     spans = re.findall(r"(?<![\\$])\$(?!\$)(?!\s)(?:[^$\\\n]|\\.)+?\$(?!\d)", markdown)
-    assert len(spans) == 1 + 2 * 5 + 2 + 2  # headline, 5 claims x 2, 2 bounds, table headers
+    # headline (summary and section), 5 claims x 2, 2 bounds, table headers
+    assert len(spans) == 2 + 2 * 5 + 2 + 2
     assert page.math == len(spans)
     claims_rows = [line for line in markdown.splitlines() if re.match(r"\| \d+ \|", line)]
     assert len(claims_rows) == 5
@@ -351,6 +352,12 @@ def test_small_report_reads_as_a_user_sees_it(small_report: Path) -> None:
     assert all(n == 2 for n in math_cells)  # claim and derived formula in every row
     td = [has_math for tag, has_math in page.cells if tag == "td"]
     assert sum(td) >= 5 * 2 + 2  # claims (claim, derived) and the two bounds
+
+    # one screen of summary before the stage sections; each section opens with its headline
+    summary = markdown.index("\n## Summary\n")
+    assert summary < markdown.index("\n## Theory: the claims table\n")
+    assert "2 stages, 2 finished." in markdown
+    assert "**Headline.** tables" in markdown
 
     # images: REPORT.md links the file next to it, REPORT.html holds its bytes
     assert (
@@ -477,3 +484,40 @@ def _screenshot(page: Path, tmp_path: Path) -> Path:
     subprocess.run(command, capture_output=True, timeout=120, check=False)
     assert shot.is_file() and shot.read_bytes().startswith(b"\x89PNG")
     return shot
+
+
+def test_short_headline_cuts_between_parts_never_inside_a_formula_or_code() -> None:
+    from pipeline.report import short_headline
+
+    assert short_headline("3 verified; 1 needs runs") == ("3 verified; 1 needs runs", False)
+    # cut at the last "; " within the limit
+    assert short_headline("aaaa; bbbb; cccc", limit=11) == ("aaaa; bbbb", True)
+    # a "; " inside a formula or a code span is not a cut
+    assert short_headline("$a; b$ xx; `c; d` yy; zz", limit=20) == ("$a; b$ xx; `c; d` yy", True)
+    # one long part: cut at a space outside the formula, marked
+    text, shortened = short_headline("word " * 10 + "$x + y$ tail", limit=52)
+    assert shortened and text == "word " * 9 + "word ..."
+    formula = "$" + "x " * 49 + "x$"  # no space outside it: left whole
+    assert short_headline(formula, limit=10) == (formula, False)
+
+
+def test_a_claims_row_naming_a_command_shows_it_as_code_not_back_ticks() -> None:
+    from theory.claims import claims_markdown
+
+    row = {
+        "section": "paper",
+        "title": "Drift bound",
+        "claim_latex": r"\Vert \Delta \Vert \le \eta \tau M",
+        "where": "§4.2",
+        "verdict": "needs runs",
+        "derived_latex": r"\eta^2 \tau^2 M",
+        "reason": "the evidence is a measurement on toy runs; none were given",
+        "result": "Needs runs: `gmc-grpo toy sweep --quick --out runs/sweep` (a|b), 3*eps.",
+        "how": "a lone ` back-tick",
+    }
+    html_text = markdown_to_html(claims_markdown([row]))
+    page = parse(html_text)
+    assert "<code>gmc-grpo toy sweep --quick --out runs/sweep</code>" in html_text
+    text = visible_text(page)
+    assert text.count("`") == 1  # only the lone one, as written
+    assert "(a|b), 3*eps." in text  # plain text read literally

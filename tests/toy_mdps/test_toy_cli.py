@@ -69,7 +69,11 @@ def test_sweep_writes_no_empty_evals_and_says_what_runs_after_its_bar(
     assert toy_main(["sweep", "--config", str(path), "--out", str(out)]) == 0
     assert not (out / "evals.jsonl").exists()  # a sweep has no evaluations
     assert (out / "metrics.jsonl").exists()
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    drawn = sorted((out / "figures").glob("*.png")) + sorted((out / "figures").glob("*.pdf"))
+    assert drawn  # and the command says where they went
+    assert f"wrote {len(drawn)} figure files to {out}/figures" in captured.out
     bar_done = err.rfind("100%")
     assert bar_done >= 0
     after = err[bar_done:]

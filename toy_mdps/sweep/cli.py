@@ -126,14 +126,18 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     from gmc_grpo.runlock import run_lock
     from toy_mdps.sweep.run import run_sweep
 
+    figures: list = []
     with run_lock(out):  # one writer: held across the sweep and its figures
         run_sweep(config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs)
         if draw_figures is not None and config.figures:
             if not args.no_progress:
                 print(f"drawing the figures into {out}/figures (PNG and PDF) ...", file=sys.stderr)
-            draw_figures("sweep", out)
+            figures = list(draw_figures("sweep", out))
         summary = read_json(out / "summary.json")
     print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_rows']} rows)")
+    if figures:
+        folders = sorted({str(Path(p).parent) for p in figures})
+        print(f"wrote {len(figures)} figure files to {', '.join(folders)}")
     for name, claim in summary["claims"].items():
         if "fraction" in claim:
             print(f"  {name}: {claim['holds']}/{claim['of']}  ({claim['claim']})")

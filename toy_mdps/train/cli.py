@@ -283,11 +283,15 @@ def _run_experiments(
             summary = run_experiment(
                 config, out, fresh=args.fresh, progress=not args.no_progress, jobs=args.jobs
             )
+            figures: list = []
             if draw_figures is not None and config.figures and not args.no_figures:
                 if not args.no_progress:
                     print(f"drawing the figures of {out} ...", flush=True)
-                draw_figures("experiment", out)
+                figures = list(draw_figures("experiment", out))
         print(f"wrote {out}/results.csv, {out}/summary.json ({summary['num_points']} runs)")
+        if figures:
+            folders = sorted({str(Path(p).parent) for p in figures})
+            print(f"wrote {len(figures)} figure files to {', '.join(folders)}")
         for claim in summary.get("orderings", []):
             print(f"  {claim['claim']}: {claim['verdict']}  ({claim['detail']})")
         fit = summary.get("eps_star", {})
