@@ -330,8 +330,11 @@ _LIBRARIES = ("torch", "numpy", "scipy", "sympy", "mpmath", "transformers", "vll
 
 
 def environment_info() -> dict[str, Any]:
-    """Package version, git commit, Python and library versions, for `config.json`."""
+    """Package version, git commit, Python and library versions, and the CPU's kernel facts
+    (`cpu`: model, SIMD flags, the pin, ATen's kernel level, threads; `gmc_grpo.determinism`),
+    for `config.json`."""
     from gmc_grpo import __version__
+    from gmc_grpo.determinism import kernel_facts
 
     versions: dict[str, str] = {}
     for name in _LIBRARIES:
@@ -345,6 +348,7 @@ def environment_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "libraries": versions,
+        "cpu": kernel_facts(),
     }
 
 

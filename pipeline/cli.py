@@ -12,6 +12,8 @@ import argparse
 import importlib
 import sys
 
+from gmc_grpo.determinism import pin_at_entry
+
 # subcommand -> (module with `main(argv)`, one-line description for `gmc-grpo --help`)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "theory": (
@@ -67,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    pinned = pin_at_entry("gmc-grpo")  # before any track imports torch (gmc_grpo.determinism)
+    if pinned is not None:
+        return pinned
     parser = build_parser()
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
