@@ -432,9 +432,15 @@ def sampled_curve_area(curve: Mapping[int, float]) -> float | None:
     return area / (steps[-1] - steps[0])
 
 
+#: metrics that measure something besides the update (left out of `shared_prefix`)
+SIDE_MEASURES = ("mismatch/",)
+
+
 def shared_prefix(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> int:
-    """The number of leading `metrics.jsonl` rows two runs share exactly (every field but the
-    wall-clock ones, `gmc_grpo.determinism.UNDIGESTED`).
+    """The number of leading `metrics.jsonl` rows two runs share exactly: every field but the
+    wall-clock ones (`gmc_grpo.determinism.UNDIGESTED`) and the lag-0 mismatch diagnostics
+    (`mismatch/`: measured on the batch the engine generates at that update, i.e. on each run's
+    own future batches, not on what the update consumed).
 
     Two runs of one method and seed that differ only in the delay `D` consume batches of the same
     initial policy until the smaller FIFO is drained (the learner's first `min(D)` updates at
@@ -445,7 +451,11 @@ def shared_prefix(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]
 
     count = 0
     for row_a, row_b in zip(a, b, strict=False):
-        keys = {k for k in (*row_a, *row_b) if not UNDIGESTED.search(k)}
+        keys = {
+            k
+            for k in (*row_a, *row_b)
+            if not UNDIGESTED.search(k) and not k.startswith(SIDE_MEASURES)
+        }
         if any(row_a.get(k) != row_b.get(k) for k in keys):
             break
         count += 1

@@ -142,6 +142,7 @@ def test_the_area_under_the_held_out_curve_by_hand():
 def test_shared_prefix_counts_identical_leading_rows():
     a = [{"step": i, "reward/mean": 0.5, "perf/learner_seconds": i} for i in range(5)]
     b = [dict(row, **{"perf/learner_seconds": 9.0}) for row in a]  # timings do not count
+    b[1]["mismatch/trajectory_abs_max"] = 0.5  # a side measurement of the engine's lag-0 batch
     b[3]["reward/mean"] = 0.25
     assert shared_prefix(a, b) == 3
     assert shared_prefix(a, a[:2]) == 2
