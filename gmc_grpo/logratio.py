@@ -66,3 +66,29 @@ def effective_sample_size(log_ratio: Tensor) -> Tensor:
     flat = log_ratio.detach().reshape(-1).double()
     log_ess = 2 * torch.logsumexp(flat, 0) - math.log(flat.numel()) - torch.logsumexp(2 * flat, 0)
     return log_ess.exp().to(log_ratio.dtype if log_ratio.is_floating_point() else torch.float32)
+
+
+def group_weight_concentration(log_weight: Tensor) -> tuple[Tensor, Tensor]:
+    """How much of each group's importance weight one response holds (ours: a diagnostic).
+
+    With shares `p_i = w_i / sum_j w_j` over the group (the last dim, size G), the largest share
+    `max_i p_i` (in `[1/G, 1]`) and the normalised effective sample size `(sum w)^2 / (G sum w^2)
+    = 1 / (G sum p_i^2)` (in `[1/G, 1]`; 1 when the weights are equal). Computed from log
+    weights by a softmax, so `rho_i = exp(s_i)` of tens of nats does not overflow. Example:
+    weights (1, 1, 2): largest share 1/2, ESS 16 / 18 = 8/9.
+
+    A group whose weights are all zero (TIC drops every response of it: log weights all
+    `-inf`) has no effective sample: its share and ESS are 0.
+
+    Args:
+        log_weight: `[..., G]` log of non-negative weights (`s_i`, or a method's log
+            coefficients `log c_i`).
+    Returns:
+        `(largest_share [...], ess [...])`, detached float64.
+    """
+    logs = log_weight.detach().double()
+    alive = torch.isfinite(torch.logsumexp(logs, dim=-1))
+    shares = torch.softmax(torch.where(alive.unsqueeze(-1), logs, torch.zeros_like(logs)), -1)
+    ess = 1.0 / (logs.shape[-1] * (shares * shares).sum(dim=-1))
+    zero = torch.zeros_like(ess)
+    return torch.where(alive, shares.max(dim=-1).values, zero), torch.where(alive, ess, zero)

@@ -41,7 +41,7 @@ from gmc_grpo.estimators import (
     token_clip_active,
     token_gradient_weights,
 )
-from gmc_grpo.logratio import effective_sample_size, token_log_ratio
+from gmc_grpo.logratio import effective_sample_size, group_weight_concentration, token_log_ratio
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,7 @@ def policy_loss(
         lp = logprobs.float() if logprobs.dtype in (torch.bfloat16, torch.float16) else logprobs
         loss = -(_masked(weight * lp, valid) / norm).sum()
         groups = group_diagnostics(method, log_ratio, config.eps, **constants)
+        diagnostics.update(_group_concentration("weight", log_c))
         frac = capped_units(method, groups["capped"])
         diagnostics["ratio/capped_frac"] = frac.float().mean()
         diagnostics["ratio/removed_mass"] = groups["removed_mass"].mean().float()
@@ -219,6 +220,20 @@ def _ratio_diagnostics(log_ratio: Tensor) -> dict[str, Tensor]:
         "ratio/log_mean": log_ratio.mean().float(),
         "ratio/ess": effective_sample_size(log_ratio).float(),
         "ratio/kl_estimate": kl_terms.mean().float(),
+        **_group_concentration("ratio", log_ratio),
+    }
+
+
+def _group_concentration(prefix: str, log_weight: Tensor) -> dict[str, Tensor]:
+    """Per group of `log_weight` `[B, G]`, the largest weight share and the normalised ESS
+    (`gmc_grpo.logratio.group_weight_concentration`), summarised over the batch's B groups:
+    `<prefix>/group_share_max` (the largest share of any group), `<prefix>/group_ess_min` and
+    `<prefix>/group_ess_mean`."""
+    share, ess = group_weight_concentration(log_weight)
+    return {
+        f"{prefix}/group_share_max": share.max().float(),
+        f"{prefix}/group_ess_min": ess.min().float(),
+        f"{prefix}/group_ess_mean": ess.mean().float(),
     }
 
 

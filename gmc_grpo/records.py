@@ -68,6 +68,17 @@ METRIC_NAMES: dict[str, str] = {
     "ratio/clipped_token_frac": "fraction of tokens whose clipped branch was active (GRPO, A-3PO)",
     "ratio/removed_mass": "mean removed importance mass per group, (1/G) sum (1 - w_i) rho_i",
     "ratio/ess": "normalised effective sample size (sum rho)^2 / (N sum rho^2) of the batch",
+    "ratio/group_share_max": "largest share rho_i / sum_j rho_j of one response in its group's "
+    "importance weight, the largest over the batch's groups",
+    "ratio/group_ess_min": "smallest over the batch's groups of the group's normalised ESS "
+    "(sum rho)^2 / (G sum rho^2)",
+    "ratio/group_ess_mean": "mean over the batch's groups of the group's normalised ESS of rho",
+    "weight/group_share_max": "trajectory-level methods: as ratio/group_share_max for the "
+    "coefficients the estimator applies (GMC's group scaling leaves shares unchanged; TIC's "
+    "dropping does not)",
+    "weight/group_ess_min": "trajectory-level methods: smallest group ESS of the applied "
+    "coefficients",
+    "weight/group_ess_mean": "trajectory-level methods: mean group ESS of the applied coefficients",
     "ratio/kl_exact": "exact KL(pi_theta || mu) of the batch's behavior policy (toy MDPs only)",
     "ratio/kl_estimate": "sample estimate of KL(pi_theta || mu) from stored log-probs",
     "staleness/lag": "realised lag (learner versions) of the consumed batch, mean over groups",
@@ -517,8 +528,11 @@ _LIBRARIES = ("torch", "numpy", "scipy", "sympy", "mpmath", "transformers", "vll
 
 
 def environment_info() -> dict[str, Any]:
-    """Package version, git commit, Python and library versions, for `config.json`."""
+    """Package version, git commit, Python and library versions, and the CPU's kernel facts
+    (`cpu`: model, SIMD flags, the pin, ATen's kernel level, threads; `gmc_grpo.determinism`),
+    for `config.json`."""
     from gmc_grpo import __version__
+    from gmc_grpo.determinism import kernel_facts
 
     versions: dict[str, str] = {}
     for name in _LIBRARIES:
@@ -532,6 +546,7 @@ def environment_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "libraries": versions,
+        "cpu": kernel_facts(),
     }
 
 

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from gmc_grpo.determinism import pin_at_entry
 from gmc_grpo.errors import report_error, run_reported
 
 # subcommand -> (module with `add_arguments(parser)` and `run(args) -> int`, one-line help)
@@ -76,6 +77,9 @@ def build_subparser(name: str) -> tuple[argparse.ArgumentParser, object]:
 def main(argv: list[str] | None = None) -> int:
     """Route `gmc-grpo llm <subcommand> ...`; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    pinned = pin_at_entry(PROG)  # before a subcommand imports torch (gmc_grpo.determinism)
+    if pinned is not None:
+        return pinned
     parser = build_parser()
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()

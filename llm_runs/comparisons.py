@@ -4,7 +4,7 @@ A suite (`llm_runs.suite`) pairs every two methods at every delay on every measu
 or more, some of which "hold" by chance if each is read at 5%. So one comparison is declared
 primary in advance and judged on its own at level `alpha`:
 
-    GMC - TIC final training reward at the suite's largest delay
+    GMC - TIC consumed reward of the last 10% of updates at the suite's largest delay
 
 (the paper's central claim, §4.3 and Figure 2: GMC degrades less than TIC as the delay grows).
 Every other paired comparison of the suite is secondary, and the secondaries are judged
@@ -20,7 +20,7 @@ similar: there a resolved difference reads **differs** and an unresolved one **n
 resolved** (which is not evidence of equality: see the power).
 
 Power (`design_power`): from the seeds' spread of the primary difference (`sd` of the per-seed
-GMC - TIC final rewards), the number of seeds a paired t test needs to detect a stated
+GMC - TIC consumed rewards of the last updates), the number of seeds a paired t test needs to detect a stated
 difference with probability `power` (`gmc_grpo.stats.seeds_for_power`), and the smallest
 difference the design that ran detects with that probability
 (`gmc_grpo.stats.minimum_detectable_difference`). A spread measured on few seeds is itself
@@ -42,7 +42,7 @@ from gmc_grpo.stats import (
 )
 
 #: The declared primary comparison: `(a, b, measure)` for `a - b`, at the largest delay.
-PRIMARY: tuple[str, str, str] = ("gmc", "tic", "final_reward")
+PRIMARY: tuple[str, str, str] = ("gmc", "tic", "consumed_reward_final")
 ALPHA = 0.05
 
 

@@ -286,7 +286,11 @@ def run(args: argparse.Namespace) -> int:
             done.append(cell.out)
             reward = summary.get("reward_last_10pct")
             text = f"{reward:.3f}" if isinstance(reward, (int, float)) else "-"
-            print(f"[suite {len(done)}/{total}] {cell.out}: final reward {text}", flush=True)
+            print(
+                f"[suite {len(done)}/{total}] {cell.out}: consumed reward (last 10% of updates) "
+                f"{text}",
+                flush=True,
+            )
 
         analysis = run_suite(suite, on_run=report if not args.no_progress else None)
         print(suite_markdown(analysis))

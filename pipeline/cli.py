@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from gmc_grpo.determinism import pin_at_entry
 from gmc_grpo.errors import EXIT_INTERRUPTED
 
 # subcommand -> (module with `main(argv)`, one-line description for `gmc-grpo --help`)
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    pinned = pin_at_entry("gmc-grpo")  # before any track imports torch (gmc_grpo.determinism)
+    if pinned is not None:
+        return pinned
     parser = build_parser()
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()

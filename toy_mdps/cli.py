@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from gmc_grpo.determinism import pin_at_entry
 from gmc_grpo.errors import run_reported
 
 # subcommand -> module with HELP, add_arguments(parser), run(args, draw_figures)
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, *, draw_figures: DrawFigures | None = None) -> int:
     """Entry point of `gmc-grpo toy`; returns the exit code."""
+    pinned = pin_at_entry("gmc-grpo toy")  # before a command imports torch (gmc_grpo.determinism)
+    if pinned is not None:
+        return pinned
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.command is None:

@@ -227,3 +227,41 @@ def test_verl_loss_matrix_is_finite_with_minus_inf_padding():
     got.sum().backward()
     want.sum().backward()
     assert torch.equal(padded.grad, clean.grad)
+
+
+def test_group_weight_concentration_hand_values():
+    from gmc_grpo.logratio import group_weight_concentration
+
+    share, ess = group_weight_concentration(torch.log(torch.tensor([[1.0, 1.0, 2.0], [3.0] * 3])))
+    assert share.tolist() == pytest.approx([0.5, 1 / 3])
+    assert ess.tolist() == pytest.approx([8 / 9, 1.0])  # (1+1+2)^2 / (3 * 6)
+    # rho of 200 nats: no overflow, one response holds the whole group
+    share, ess = group_weight_concentration(torch.tensor([[200.0, 0.0, 0.0, 0.0]]))
+    assert share.item() == pytest.approx(1.0) and ess.item() == pytest.approx(0.25)
+    # a group whose responses all carry weight 0 (TIC dropped them all): no effective sample
+    share, ess = group_weight_concentration(torch.full((1, 3), -math.inf))
+    assert share.item() == 0.0 and ess.item() == 0.0
+
+
+def test_group_concentration_of_ratios_and_of_applied_weights():
+    """One group, rho = (4, 1, 1, 1), G = 4, eps = 0.28: the largest share of the ratios is
+    4/7 and their ESS 49 / (4 * 19); GMC scales the group as a whole (same shares), TIC
+    drops rho_1 > 1.28 (weights 0, 1, 1, 1: share 1/3, ESS 9 / (4 * 3) = 3/4)."""
+    T = 2
+    behavior = torch.zeros(1, 4, T, dtype=torch.float64)
+    logprobs = behavior.clone()
+    logprobs[0, 0, 0] = math.log(4.0)
+    mask = torch.ones(1, 4, T, dtype=torch.bool)
+    adv = torch.tensor([[1.0, -1.0, 0.5, -0.5]], dtype=torch.float64)
+    for method in ("gmc", "tic"):
+        _, diag = policy_loss(logprobs, behavior, adv, mask, PolicyLossConfig(method=method))
+        assert diag["ratio/group_share_max"].item() == pytest.approx(4 / 7, rel=1e-6)
+        assert diag["ratio/group_ess_min"].item() == pytest.approx(49 / 76, rel=1e-6)
+        assert diag["ratio/group_ess_mean"].item() == pytest.approx(49 / 76, rel=1e-6)
+    _, gmc = policy_loss(logprobs, behavior, adv, mask, PolicyLossConfig(method="gmc"))
+    assert gmc["weight/group_share_max"].item() == pytest.approx(4 / 7, rel=1e-6)
+    _, tic = policy_loss(logprobs, behavior, adv, mask, PolicyLossConfig(method="tic"))
+    assert tic["weight/group_share_max"].item() == pytest.approx(1 / 3, rel=1e-6)
+    assert tic["weight/group_ess_min"].item() == pytest.approx(3 / 4, rel=1e-6)
+    _, grpo = policy_loss(logprobs, behavior, adv, mask, PolicyLossConfig(method="grpo"))
+    assert "weight/group_share_max" not in grpo  # token-level: no trajectory weight

@@ -24,7 +24,10 @@ def _analysis():
             tic = grpo + (0.01 * (seed - 1.5) if delay else 0.002 * seed)
             gmc = tic + (0.1 * (seed + 1) if delay else -0.001 * seed)
             for method, value in (("grpo", grpo), ("tic", tic), ("gmc", gmc)):
-                measures[(delay, method, seed)] = {"final_reward": value, "mean_reward": value}
+                measures[(delay, method, seed)] = {
+                    "consumed_reward_final": value,
+                    "mean_reward": value,
+                }
     return analyse_records(measures)
 
 
@@ -35,7 +38,7 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
         16,
         "gmc",
         "tic",
-        "final_reward",
+        "consumed_reward_final",
     )
     assert primary["mean"] == pytest.approx(0.25)
     assert primary["p"] == pytest.approx(0.030466, abs=1e-5)
@@ -51,9 +54,11 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
     mean_gmc_tic = by[(16, "gmc", "tic", "mean_reward")]
     assert mean_gmc_tic["p"] == pytest.approx(primary["p"])
     assert mean_gmc_tic["verdict"] == "not resolved"
-    assert by[(16, "tic", "grpo", "final_reward")]["verdict"] == "not resolved"
-    assert by[(0, "gmc", "tic", "final_reward")]["prediction"].endswith("(similar at D = 0)")
-    assert by[(0, "tic", "grpo", "final_reward")]["verdict"] in (
+    assert by[(16, "tic", "grpo", "consumed_reward_final")]["verdict"] == "not resolved"
+    assert by[(0, "gmc", "tic", "consumed_reward_final")]["prediction"].endswith(
+        "(similar at D = 0)"
+    )
+    assert by[(0, "tic", "grpo", "consumed_reward_final")]["verdict"] in (
         "differs",
         "no difference resolved",
     )
@@ -67,7 +72,7 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
 
 def test_a_missing_primary_is_refused():
     with pytest.raises(ValueError, match="no gmc - vcpo"):
-        declared_comparisons(_analysis(), primary=("gmc", "vcpo", "final_reward"))
+        declared_comparisons(_analysis(), primary=("gmc", "vcpo", "consumed_reward_final"))
 
 
 def test_design_power_from_the_seed_spread():

@@ -20,8 +20,11 @@ from llm_runs.suite import (  # noqa: E402
     SuiteConfig,
     analyse_records,
     analyse_suite,
+    prefix_markdown,
     run_measures,
     run_suite,
+    sampled_curve_area,
+    shared_prefix,
     suite_markdown,
     verdict,
 )
@@ -69,21 +72,21 @@ def test_paired_intervals_by_hand():
     """Hand-worked intervals: 2 seeds (t = 12.706) and 3 seeds (t = 4.303), and the verdicts."""
     measures = {}
     for seed, (tic, gmc) in enumerate([(0.2, 0.3), (0.1, 0.4)]):
-        measures[(16, "tic", seed)] = {"final_reward": tic, "mean_reward": tic}
-        measures[(16, "gmc", seed)] = {"final_reward": gmc, "mean_reward": gmc + 0.5}
+        measures[(16, "tic", seed)] = {"consumed_reward_final": tic, "mean_reward": tic}
+        measures[(16, "gmc", seed)] = {"consumed_reward_final": gmc, "mean_reward": gmc + 0.5}
     analysis = analyse_records(measures)
-    row = next(r for r in analysis.paired if r["measure"] == "final_reward")
+    row = next(r for r in analysis.paired if r["measure"] == "consumed_reward_final")
     # differences 0.1 and 0.3: mean 0.2, sd 0.1 sqrt(2), half-width t sd / sqrt(2) = 0.1 t
     assert (row["a"], row["b"], row["n"], row["seeds"]) == ("gmc", "tic", 2, [0, 1])
     assert row["mean"] == pytest.approx(0.2)
     assert row["half_width"] == pytest.approx(0.1 * T_975_DF1)
     assert row["lo"] == pytest.approx(0.2 - 1.2706204736) and row["verdict"] == "not resolved"
-    interval = analysis.intervals[(16, "tic", "final_reward")]  # 0.2, 0.1: mean 0.15
+    interval = analysis.intervals[(16, "tic", "consumed_reward_final")]  # 0.2, 0.1: mean 0.15
     assert interval["mean"] == pytest.approx(0.15)
     assert interval["hi"] - interval["mean"] == pytest.approx(0.05 * T_975_DF1)
     three = analyse_records(
         {
-            (0, m, s): {"final_reward": base + d}
+            (0, m, s): {"consumed_reward_final": base + d}
             for s, d in enumerate([0.0, 0.1, 0.2])
             for m, base in (("grpo", 0.0), ("gmc", 0.5 + 0.1 * s))
         }
@@ -95,7 +98,10 @@ def test_paired_intervals_by_hand():
     assert verdict({"mean": -1.0, "lo": -1.5, "hi": -0.5, "n": 3}) == "reversed"
     assert verdict({"mean": 0.3, "lo": -math.inf, "hi": math.inf, "n": 1}) == "one seed"
     text = suite_markdown(three)
-    assert "| 0 | final_reward | gmc - grpo | +0.600 | [+0.352, +0.848] | 3 | **holds** |" in text
+    assert (
+        "| 0 | consumed_reward_final | gmc - grpo | +0.600 | [+0.352, +0.848] | 3 | **holds** |"
+        in text
+    )
 
 
 def test_run_measures_read_the_last_updates_and_the_last_evaluation():
@@ -107,13 +113,14 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
     ]
     got = run_measures(metrics, evals, final_fraction=0.1)
     assert got == {
-        "final_reward": 18.5,  # last 2 of 20 updates
+        "consumed_reward_final": 18.5,  # last 2 of 20 updates
         "mean_reward": 9.5,
         "rise": 18.0,  # 18.5 - mean of the first 2
         "greedy": 0.4,
         "sampled": 0.35,
         "reward_timeouts": None,  # records written before the scorer counted its timeouts
         "eval_timeouts": None,
+        "sampled_area": 0.35,  # one sampled evaluation: its value
     }
     # issue 36: the answers a scorer timeout made incorrect, beside the rewards and Pass@1
     metrics[3]["reward/scoring_timeouts"] = 2
@@ -123,8 +130,50 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
     evals[2]["scoring_timeouts"] = 3
     got = run_measures(metrics, evals, final_fraction=0.1)
     assert (got["reward_timeouts"], got["eval_timeouts"]) == (2.0, 4.0)
-    assert run_measures(metrics, [], 0.25)["final_reward"] == 17.0  # last 5 of 20: 15..19
+    assert run_measures(metrics, [], 0.25)["consumed_reward_final"] == 17.0  # last 5 of 20: 15..19
     assert run_measures(metrics, [], 0.25)["greedy"] is None
+
+
+def test_the_area_under_the_held_out_curve_by_hand():
+    assert sampled_curve_area({0: 0.2, 50: 0.4, 150: 0.4}) == pytest.approx(
+        (50 * 0.3 + 100 * 0.4) / 150
+    )
+    assert sampled_curve_area({150: 0.4, 0: 0.2}) == pytest.approx(0.3)  # order does not matter
+    assert sampled_curve_area({7: 0.5}) == 0.5
+    assert sampled_curve_area({}) is None
+    evals = [
+        {"step": 0, "decoding": "sampled", "pass_at_k": {"1": 0.1}},
+        {"step": 10, "decoding": "sampled", "avg_at_n": 0.3},
+        {"step": 10, "decoding": "greedy", "accuracy": 1.0},  # not part of the sampled curve
+    ]
+    assert run_measures([], evals)["sampled_area"] == pytest.approx(0.2)
+
+
+def test_shared_prefix_counts_identical_leading_rows():
+    a = [{"step": i, "reward/mean": 0.5, "perf/learner_seconds": i} for i in range(5)]
+    b = [dict(row, **{"perf/learner_seconds": 9.0}) for row in a]  # timings do not count
+    b[1]["mismatch/trajectory_abs_max"] = 0.5  # a side measurement of the engine's lag-0 batch
+    b[3]["reward/mean"] = 0.25
+    assert shared_prefix(a, b) == 3
+    assert shared_prefix(a, a[:2]) == 2
+    assert shared_prefix(a, [{"step": 0}]) == 0  # a field only one run has is a difference
+
+
+def test_prefix_markdown_says_the_delays_share_updates():
+    analysis = analyse_records(
+        {(d, "gmc", s): {"mean_reward": 0.1} for d in (32, 64) for s in (0, 1)}
+    )
+    analysis.prefixes = [
+        {"method": "gmc", "seed": s, "delays": [32, 64], "shared_updates": n}
+        for s, n in ((0, 33), (1, 34))
+    ]
+    text = prefix_markdown(analysis)
+    assert (
+        "- D = 32 and D = 64: the runs of one method and seed have identical records for " in text
+    )
+    assert "their first 33-34 updates (2 pairs of runs)" in text
+    assert "no count is pooled over delays" in text
+    assert prefix_markdown(analyse_records({(0, "gmc", 0): {}})) == ""
 
 
 def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path):
@@ -209,7 +258,7 @@ def test_two_seed_two_method_suite(tmp_path):
     diffs = [final[f"gmc_d2_seed{s}"] - final[f"tic_d2_seed{s}"] for s in (0, 1)]
     mean = (diffs[0] + diffs[1]) / 2
     half = T_975_DF1 * abs(diffs[0] - diffs[1]) / 2  # t * (|d0 - d1| / sqrt 2) / sqrt 2
-    row = next(r for r in analysis.paired if r["measure"] == "final_reward")
+    row = next(r for r in analysis.paired if r["measure"] == "consumed_reward_final")
     assert (row["a"], row["b"], row["delay"]) == ("gmc", "tic", 2)
     assert row["mean"] == pytest.approx(mean, abs=1e-12)
     assert row["lo"] == pytest.approx(mean - half, abs=1e-12)

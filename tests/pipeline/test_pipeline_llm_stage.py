@@ -46,10 +46,10 @@ def _synthetic_suite(root: Path) -> dict:
     measures = {}
     for seed, noise in enumerate((-0.01, 0.0, 0.01)):
         for delay in (0, 4, 8):
-            measures[(delay, "grpo", seed)] = {"final_reward": 0.30 - 0.01 * delay}
-            measures[(delay, "tic", seed)] = {"final_reward": 0.30 + 2 * noise}
+            measures[(delay, "grpo", seed)] = {"consumed_reward_final": 0.30 - 0.01 * delay}
+            measures[(delay, "tic", seed)] = {"consumed_reward_final": 0.30 + 2 * noise}
             measures[(delay, "gmc", seed)] = {
-                "final_reward": 0.30 + (0.10 if delay == 8 else 0.0) + 3 * noise
+                "consumed_reward_final": 0.30 + (0.10 if delay == 8 else 0.0) + 3 * noise
             }
             for method in ("grpo", "tic", "gmc"):
                 write_train_run(
@@ -77,9 +77,9 @@ def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, mon
     headline = result["headline"]
     # the primary alone at 5% (p = 0.0033), at the largest delay
     assert headline.startswith(
-        "3 seeds, D = 0, 4, 8: primary GMC - TIC (D = 8) final reward +0.100 [+0.075, +0.125] holds"
+        "3 seeds, D = 0, 4, 8: primary GMC - TIC (D = 8) consumed reward +0.100 [+0.075, +0.125] holds"
     )
-    assert "GRPO final reward 0.300 -> 0.260 -> 0.220" in headline
+    assert "GRPO consumed reward 0.300 -> 0.260 -> 0.220" in headline
     assert "removed mass grows with the delay: agrees" in headline
     assert "capped fraction grows with the delay: agrees" in headline
     assert result["declared"]["primary"]["p"] == pytest.approx(0.00333, abs=1e-4)
@@ -87,7 +87,7 @@ def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, mon
     markdown = result["markdown"]
     assert "**Primary**" in markdown and "Holm" in markdown
     assert "$\\bar d \\pm t_{0.975,\\,n-1}" in markdown  # formulas as $...$
-    assert "| 8 | final_reward | gmc - tic | +0.100 |" in markdown
+    assert "| 8 | consumed_reward_final | gmc - tic | +0.100 |" in markdown
     # the bounds' quantities per delay and method, and the two-delay checks measured
     assert "| 8 | tic | 0.017 [0.0145, 0.0195] |" in markdown  # 0.016 + the seeds' shifts
     assert (
