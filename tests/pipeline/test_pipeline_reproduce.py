@@ -76,9 +76,10 @@ def test_a_failing_stage_is_reported_and_the_exit_code_says_so(tmp_path, monkeyp
 
 
 def test_unknown_stage_is_an_error(tmp_path, stages, capsys):
-    with pytest.raises(SystemExit):
-        reproduce.main(["--out", str(tmp_path), "--only", "nope"])
-    assert "unknown stage" in capsys.readouterr().err
+    # one line and exit 2, as every other bad input (issue 36: no argparse usage block)
+    assert reproduce.main(["--out", str(tmp_path), "--only", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--only nope: not a stage; choose from a, b" in err
 
 
 def stage_designs(out_dir, full=False):
