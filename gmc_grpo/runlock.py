@@ -189,6 +189,26 @@ def clear_folder(folder: str | Path) -> None:
             child.unlink()
 
 
+def check_output_folder(folder: str | Path) -> list[Path]:
+    """The folders `run_lock(folder)` would create, innermost first; refuses with
+    `NotADirectoryError` (one line naming the file and `--out`) a file where `folder` or one of
+    its parents should be. Reads the file system only: the command lines call it on their
+    output folder before they import torch (issue 36), `run_lock` again as it creates it."""
+    folder = Path(folder)
+    missing = []
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise NotADirectoryError(
+                    f"{candidate} is a file, not a folder"
+                    + (f" (it would hold {folder})" if candidate != folder else "")
+                    + ": choose another output folder (--out)"
+                )
+            break
+        missing.append(candidate)
+    return missing
+
+
 def read_holder(folder: str | Path) -> dict[str, Any] | None:
     """The line the holder (or a killed holder) wrote into `folder`'s lock file, else None."""
     try:
@@ -203,20 +223,10 @@ def read_holder(folder: str | Path) -> dict[str, Any] | None:
 def _make_folder(folder: Path) -> list[Path]:
     """Create `folder` and its missing parents; return the folders created, outermost first.
 
-    A file where the folder (or one of its parents) should be raises `NotADirectoryError`, a
-    folder that cannot be created `FolderNotWritableError`: both bad input, before anything is
-    written."""
-    missing = []
-    for candidate in (folder, *folder.parents):
-        if candidate.exists():
-            if not candidate.is_dir():
-                raise NotADirectoryError(
-                    f"{candidate} is a file, not a folder"
-                    + (f" (it would hold {folder})" if candidate != folder else "")
-                    + ": choose another output folder (--out)"
-                )
-            break
-        missing.append(candidate)
+    A file where the folder (or one of its parents) should be raises `NotADirectoryError`
+    (`check_output_folder`), a folder that cannot be created `FolderNotWritableError`: both bad
+    input, before anything is written."""
+    missing = check_output_folder(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -379,6 +389,7 @@ def _print_notice(text: str) -> None:
 __all__ = [
     "LOCK_NAME",
     "RunLockedError",
+    "check_output_folder",
     "clear_folder",
     "holds_lock",
     "locks_folder",

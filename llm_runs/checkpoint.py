@@ -28,7 +28,7 @@ which the rotation of checkpoints (`keep_checkpoints`) leaves alone: the models 
 eval --model RUN --step N` evaluates after training (B.1's protocol) at a quarter of a
 checkpoint's size.
 
-Model resolution lives here too: `resolve_model(path, step)` turns a model directory or a
+Model resolution (`llm_runs.model_files`, torch-free, re-exported here): `resolve_model(path, step)` turns a model directory or a
 training run directory (its `checkpoints/step_<N>/model/`) into the model folder to load, which
 is how `gmc-grpo llm eval --model RUN --step N` evaluates a checkpoint (a checkpoint's model, or
 the model copy of that step under `models/`).
@@ -37,7 +37,6 @@ the model copy of that step under `models/`).
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,9 +58,11 @@ from gmc_grpo.checkpoints import (
 )
 from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import Rollout, TrajectoryBatch, batch_from, tensors_of
-
-#: folder of a run's bfloat16 model copies (`save_checkpoint(..., model_copy_dtype=...)`)
-MODEL_COPY_DIR = "models"
+from llm_runs.model_files import (  # noqa: F401 (re-exported: model resolution lives there)
+    MODEL_COPY_DIR,
+    resolve_model,
+    step_from_name,
+)
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -323,77 +324,3 @@ def schedule_batches(state: Mapping[str, Any]) -> list[TrajectoryBatch]:
     """The stored batches of a loaded schedule state (for inspection and tests)."""
     key = "queue" if "queue" in state else "in_flight"
     return [entry["batch"].result() for entry in state[key]]
-
-
-# -- model resolution ------------------------------------------------------------------------
-
-_STEP_IN_NAME = re.compile(r"(\d+)$")
-
-
-def step_from_name(path: Path) -> int | None:
-    """The trailing integer of a checkpoint folder name (`step_000800` -> 800), else None."""
-    match = _STEP_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
-
-
-def _model_dir_in(checkpoint: Path) -> Path | None:
-    """The Hugging Face model folder of a checkpoint: itself or its `model/` subfolder."""
-    for candidate in (checkpoint, checkpoint / "model"):
-        if (candidate / "config.json").is_file():
-            return candidate
-    return None
-
-
-def resolve_model(model: str | Path, step: int | None = None) -> tuple[Path, int | None]:
-    """`(model_dir, step)` for a model directory or a run directory with `checkpoints/` (and/or
-    the model copies of `models/`, `keep_checkpoint_models`).
-
-    A run directory picks the checkpoint whose folder name ends in `step` (or the highest step);
-    a step with no checkpoint left is read from `models/` when its model copy is there.
-    Raises `FileNotFoundError` naming the path and what was expected there.
-    """
-    path = Path(model)
-    if not path.exists():
-        raise FileNotFoundError(
-            f"--model {str(path)!r} does not exist: pass a Hugging Face model directory or a "
-            "training run directory with checkpoints/"
-        )
-    checkpoints = path / CHECKPOINT_DIR
-    copies = path / MODEL_COPY_DIR
-    # a run directory first: its own config.json is the run record, not a model's
-    direct = None if checkpoints.is_dir() or copies.is_dir() else _model_dir_in(path)
-    if direct is not None:
-        return direct, step if step is not None else step_from_name(path)
-    if not checkpoints.is_dir() and not copies.is_dir():
-        raise FileNotFoundError(
-            f"--model {str(path)!r} is neither a model directory (no config.json) nor a run "
-            "directory (no checkpoints/ or models/ folder)"
-        )
-    found: dict[int, Path] = {}
-    for folder in (copies, checkpoints):  # a checkpoint's own float32 model wins
-        if folder.is_dir():
-            found.update(
-                {
-                    s: c
-                    for c in folder.iterdir()
-                    if c.is_dir()
-                    and not c.name.startswith(".")
-                    and (s := step_from_name(c)) is not None
-                }
-            )
-    if not found:
-        raise FileNotFoundError(
-            f"{path} holds no checkpoint or model-copy folders named like step_<N> (in "
-            f"{CHECKPOINT_DIR}/ or {MODEL_COPY_DIR}/)"
-        )
-    chosen = step if step is not None else max(found)
-    if chosen not in found:
-        raise FileNotFoundError(
-            f"{path} has no checkpoint or model copy for step {chosen}; available: {sorted(found)}"
-        )
-    model_dir = _model_dir_in(found[chosen])
-    if model_dir is None:
-        raise FileNotFoundError(
-            f"checkpoint {found[chosen]} holds no model (no config.json in it or in model/)"
-        )
-    return model_dir, chosen

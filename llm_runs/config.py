@@ -30,10 +30,9 @@ from gmc_grpo.methods import (
     method_names,
 )
 from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
+from llm_runs.choices import LEARNER_DTYPES, OPTIMIZER_KINDS, SCORE_NORM_MODES
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
-from llm_runs.learner import OPTIMIZER_KINDS, SCORE_NORM_MODES
-from llm_runs.precision import LEARNER_DTYPES
 
 TASKS = ("math", "arithmetic")
 REWARDS = ("math_verify", "exact")

@@ -314,11 +314,18 @@ def _missing_local(data_dir: Path, stem: str, what: str) -> DataError:
     )
 
 
+def check_data_dir(data_dir: str | Path) -> Path:
+    """`data_dir` as a `Path` after checking it is a folder (`DataError` names it and the flag);
+    `gmc-grpo llm train` calls it before torch loads (`llm_runs.preflight.check_before_torch`)."""
+    path = Path(data_dir)
+    if not path.is_dir():
+        raise DataError(f"data directory {data_dir} does not exist (passed as --data-dir)")
+    return path
+
+
 def read_local_rows(data_dir: str | Path, stem: str, what: str) -> list[dict[str, Any]]:
     """All rows stored under `data_dir` for dataset file stem `stem` (error names the files)."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise DataError(f"data directory {data_dir} does not exist (passed as --data-dir)")
+    data_dir = check_data_dir(data_dir)
     files = _local_files(data_dir, stem)
     if not files:
         raise _missing_local(data_dir, stem, what)
@@ -408,8 +415,8 @@ def load_math_train(
     """
     problems: list[Problem] = []
     total = no_answer = 0
-    if data_dir is not None and not Path(data_dir).is_dir():
-        raise DataError(f"data directory {data_dir} does not exist (passed as --data-dir)")
+    if data_dir is not None:
+        check_data_dir(data_dir)
     for subject in subjects:
         if subject not in MATH_TRAIN_SUBJECTS:
             raise DataError(f"unknown MATH subject {subject!r}; choose from {MATH_TRAIN_SUBJECTS}")

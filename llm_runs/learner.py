@@ -58,6 +58,7 @@ from llm_runs.batch import (  # noqa: F401 (re-exported: the learner's public na
     packed_micro_logprobs,
     tensors_of,
 )
+from llm_runs.choices import OPTIMIZER_KINDS, SCORE_NORM_MODES  # noqa: F401 (re-exported)
 from llm_runs.logprobs import (  # noqa: F401 (re-exported)
     chunked_token_logprobs,
     chunked_token_logprobs_entropy,
@@ -67,9 +68,6 @@ from llm_runs.logprobs import (  # noqa: F401 (re-exported)
 )
 from llm_runs.packing import micro_batch_ranges
 from llm_runs.precision import compute_autocast
-
-#: How a baseline hook that needs `||grad log pi(y_i)||^2` gets them (`LearnerSettings.score_norms`).
-SCORE_NORM_MODES: tuple[str, ...] = ("in_backward", "per_trajectory")
 
 # --------------------------------------------------------------------------------------------
 # Optimizer (the learning-rate schedule is the core's: `gmc_grpo.schedules`)
@@ -146,10 +144,6 @@ def check_optimizer(kind: str, device: torch.device) -> None:
         raise ImportError(
             f"optimizer='adamw8bit' needs bitsandbytes, which is not installed: {ADAMW8BIT_FIX}"
         )
-
-
-#: the optimizers `make_optimizer` builds
-OPTIMIZER_KINDS: tuple[str, ...] = ("auto", "adamw", "adamw8bit")
 
 
 def optimizer_memory_factor(param_dtype: torch.dtype) -> int:

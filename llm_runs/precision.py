@@ -42,8 +42,8 @@ from dataclasses import dataclass
 
 import torch
 
-#: learner precisions a config can name (`TrainConfig.learner_dtype`)
-LEARNER_DTYPES: tuple[str, ...] = ("auto", "float32", "mixed_bfloat16", "bfloat16", "float16")
+from llm_runs.choices import LEARNER_DTYPES  # noqa: F401 (re-exported)
+
 #: the attribute `set_compute_dtype` puts on a model (None or absent: no autocast)
 _COMPUTE_ATTRIBUTE = "gmc_grpo_compute_dtype"
 #: a typical weight magnitude of a pretrained LLM (Qwen3's `initializer_range`): the scale at

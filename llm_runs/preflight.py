@@ -351,3 +351,58 @@ def check_run(config: Any, placement: Any, **device_probes: Any) -> RunPlan:
     )
     preflight(run_plan, config.preflight_skip, **device_probes)
     return run_plan
+
+
+def engine_process_without_torch(config: Any) -> bool | None:
+    """Whether the run's engine gets a process of its own, where the config decides it without
+    asking torch for the devices; None where it does not.
+
+    Follows `llm_runs.models.resolve_placement`: `engine_process` when set; else the two-GPU
+    layout on a CUDA engine device. With `engine_device="auto"` that device is `cuda:1` only
+    where CUDA is available, which takes torch to know: None (the check waits for `check_run`).
+    """
+    if config.engine_process is not None:
+        return bool(config.engine_process)
+    if config.layout != "two_gpu":
+        return False
+    if config.engine_device == "auto":
+        return None
+    return str(config.engine_device).startswith("cuda")
+
+
+def check_before_torch(config: Any) -> None:
+    """The input checks of a run that need no torch, run by `gmc-grpo llm train` before it
+    imports the trainer (issues 32, 36: a refusal used to wait 3-6 s for torch to load).
+
+    - its `out` folder: no file where it or a parent should be (`check_output_folder`);
+    - a fresh run (`resume` false): its folder holds no records (`check_fresh_run_dir`) and its
+      `model` folder holds a safetensors model (`llm_runs.model_files.check_model_dir`);
+    - the math task: its `data_dir` is a folder (`llm_runs.data.check_data_dir`);
+    - the shared memory of the engine process's weight buffer (`check_shared_memory`, unless
+      `preflight_skip` names it) where the config decides the engine process without torch
+      (`engine_process_without_torch`). The learner's precision is then `_precision`'s, which
+      reads "auto" as CUDA's mixed bfloat16: the engine's weights are counted at 2 bytes where
+      the run's resolved precision may give 4, so this need is never above `check_run`'s and
+      the check refuses no run that `check_run` would let start.
+
+    `Trainer` repeats each of them (and the GPU-memory check, which needs torch) with the
+    resolved devices. Raises the checks' one-line errors (`ValueError`, `FileNotFoundError`,
+    `llm_runs.data.DataError`).
+    """
+    from gmc_grpo.records import check_fresh_run_dir
+    from gmc_grpo.runlock import check_output_folder
+
+    check_output_folder(config.out)
+    if not config.resume:
+        from llm_runs.model_files import check_model_dir
+
+        check_fresh_run_dir(config.out)
+        if config.model is not None:
+            check_model_dir(config.model)
+    if config.task == "math" and config.data_dir is not None:
+        from llm_runs.data import check_data_dir
+
+        check_data_dir(config.data_dir)
+    engine_process = engine_process_without_torch(config)
+    if engine_process and "shared_memory" not in config.preflight_skip:
+        check_shared_memory(plan(config, engine_process=True))

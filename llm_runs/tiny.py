@@ -24,6 +24,7 @@ import torch
 
 from gmc_grpo.filemodes import give_plain_mode
 from gmc_grpo.seeding import stream_seed
+from llm_runs.model_files import PICKLED_WEIGHT_SUFFIXES, check_model_dir  # noqa: F401 (re-exported)
 
 EOS_TOKEN = "<|endoftext|>"
 UNK_TOKEN = "<unk>"
@@ -149,48 +150,6 @@ def build_tiny_qwen3(
     )
     give_plain_mode(directory)  # save_pretrained writes model.safetensors as 0600
     return directory
-
-
-# Weight files that are pickles (loading one can run arbitrary code): never loaded.
-PICKLED_WEIGHT_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
-
-
-def check_model_dir(model_dir: str | Path) -> Path:
-    """Return `model_dir` as a `Path` after checking it holds a Hugging Face model with
-    safetensors weights.
-
-    Raises `FileNotFoundError` naming the path and the fix when it does not. A folder whose
-    weights are only pickles (`pytorch_model.bin`, `*.pt`, ...) is refused without reading them:
-    unpickling a crafted file runs code, whatever `torch.load`'s defaults of the installed torch.
-    Loaders then pass `use_safetensors=True` (transformers) or `load_format="safetensors"` (vLLM).
-    """
-    path = Path(model_dir)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"model directory {str(path)!r} does not exist: pass a local directory written by "
-            "`save_pretrained` (for tests, `llm_runs.tiny.build_tiny_qwen3(dir)` makes one)"
-        )
-    if not (path / "config.json").is_file():
-        raise FileNotFoundError(
-            f"model directory {str(path)!r} has no config.json: it is not a Hugging Face model "
-            "directory (write one with `model.save_pretrained(dir)` and "
-            "`tokenizer.save_pretrained(dir)`, or `llm_runs.tiny.build_tiny_qwen3(dir)`)"
-        )
-    if not any(path.glob("*.safetensors")):
-        pickles = sorted(p.name for p in path.iterdir() if p.suffix in PICKLED_WEIGHT_SUFFIXES)
-        found = f"only pickled weights ({', '.join(pickles)})" if pickles else "no weights"
-        raise FileNotFoundError(
-            f"model directory {str(path)!r} holds {found}: gmc-grpo loads safetensors only "
-            "(unpickling a crafted weight file runs code). Use a checkpoint published as "
-            "safetensors, or convert it once where you trust the file: "
-            "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir)` writes "
-            "model.safetensors"
-        )
-    from gmc_grpo.checkpoints import check_safetensors_file
-
-    for weights in sorted(path.glob("*.safetensors")):
-        check_safetensors_file(weights)  # a pickle under a safetensors name is refused here
-    return path
 
 
 def sequence_logprobs(

@@ -307,10 +307,13 @@ def run(args: argparse.Namespace) -> int:
         print(plan_text(plan(config, names=recipe_names(args.recipe, args.run))))
         return 0
     from gmc_grpo.resume import ResumeRequest
-    from llm_runs.train import train
+    from llm_runs.preflight import check_before_torch
 
     request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
     config = config_from_args(args)
+    check_before_torch(config)  # paths, sizes, shared memory: refused before torch loads
+    from llm_runs.train import train
+
     summary = train(config, request=request)
     print(json.dumps(summary, indent=1))
     # stdout stays the summary's JSON; where the run went, on stderr

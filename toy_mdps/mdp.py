@@ -42,36 +42,17 @@ minibatch, so their memory grows like `M S V` (processed in chunks).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import torch
 from torch import Tensor
 
-RewardKind = Literal["pattern", "length"]
-REWARD_KINDS: tuple[str, ...] = get_args(RewardKind)
-
-# Enumeration guard: beyond this many responses in total the dense tables stop being "small".
-MAX_RESPONSES = 2_000_000
-
-
-def num_responses_per_prompt(vocab_size: int, max_length: int) -> int:
-    """`sum_{l=0}^{T} (V-1)^l`: responses of one prompt (EOS-terminated plus truncated)."""
-    return sum((vocab_size - 1) ** l for l in range(max_length + 1))
-
-
-def num_responses_up_to(num_prompts: int, vocab_size: int, max_length: int, cap: int) -> int:
-    """`K * num_responses_per_prompt(V, T)` when it is at most `cap`, else a number above `cap`:
-    the sum stops once past it, so `max_length = 100000` costs a few steps, not a sum of
-    100,001 huge integers (which hung `toy train --max-length 100000`)."""
-    total, term = 0, num_prompts
-    for _ in range(max_length + 1):
-        total += term
-        if total > cap:
-            return cap + 1
-        term *= vocab_size - 1
-        if term == 0:
-            break
-    return total
+from toy_mdps.response_space import (  # noqa: F401 (re-exported: the MDP's public names)
+    MAX_RESPONSES,
+    REWARD_KINDS,
+    RewardKind,
+    num_responses_per_prompt,
+    num_responses_up_to,
+)
 
 
 @dataclass

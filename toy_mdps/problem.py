@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gmc_grpo.configs import config_error, read_json_config
 from gmc_grpo.fieldchecks import check_number, check_seed, count_problem, echo, toy_memory_problem
 from gmc_grpo.seeding import stream_seed
-from toy_mdps.mdp import MAX_RESPONSES, REWARD_KINDS, TokenMDP, num_responses_up_to
-from toy_mdps.policies import POLICY_CLASSES
+from toy_mdps.response_space import (
+    MAX_RESPONSES,
+    POLICY_NAMES,
+    REWARD_KINDS,
+    num_responses_up_to,
+)
+
+if TYPE_CHECKING:
+    from toy_mdps.mdp import TokenMDP
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-POLICY_NAMES: tuple[str, ...] = tuple(POLICY_CLASSES)
 
 
 @dataclass(kw_only=True)
@@ -109,7 +115,9 @@ def check_sample_memory(config: Any, counts: list[tuple[str, Any]]) -> None:
 
 def make_mdp(config: Any) -> TokenMDP:
     """The `TokenMDP` of a toy config; its patterns come from stream `toy_mdp` of `mdp_seed`
-    (`gmc_grpo.seeding`)."""
+    (`gmc_grpo.seeding`); imports torch (`toy_mdps.mdp`), the config's checks do not."""
+    from toy_mdps.mdp import TokenMDP
+
     return TokenMDP(
         num_prompts=config.num_prompts,
         vocab_size=config.vocab_size,

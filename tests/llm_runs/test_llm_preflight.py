@@ -68,6 +68,7 @@ def two_h100s(monkeypatch):
 def train_args(tmp_path, *extra):
     model = qwen3_8b_dir(tmp_path / "Qwen3-8B-Base")
     out = tmp_path / "gac_8b"
+    (tmp_path / "data").mkdir()  # a data folder is checked before torch loads (its files later)
     args = ["train", "--recipe", "simulated_async", "--run", "gac_8b", "--model", str(model)]
     return [*args, "--data-dir", str(tmp_path / "data"), "--out", str(out), *extra], out
 

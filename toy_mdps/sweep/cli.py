@@ -101,11 +101,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run the sweep `args` describe; returns the exit code (bad configs exit with 2)."""
+    from gmc_grpo.runlock import check_output_folder
+    from toy_mdps.jobs import check_jobs
     from toy_mdps.sweep.config import SweepConfig, shipped_config
 
     if args.config and args.full:
         raise SystemExit("gmc-grpo toy sweep: give at most one of --config, --full")
     check_threads(args.threads)
+    check_jobs(args.jobs)
     path = args.config or shipped_config("full" if args.full else "quick")
     loaded = SweepConfig.from_file(path)
     base = (loaded.quick_sizes() if args.quick else loaded).to_dict()
@@ -117,6 +120,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         base["figures"] = False
     config = SweepConfig.from_dict(base)
     out = args.out or Path("runs") / f"toy_sweep_{config.name}"
+    check_output_folder(out)  # a file in the way is refused before torch loads
 
     import torch
 

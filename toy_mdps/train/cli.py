@@ -188,6 +188,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> int:
     """Run what `args` asks for; returns the exit code (errors in the config exit with 2)."""
     from gmc_grpo.resume import ResumeRequest
+    from gmc_grpo.runlock import check_output_folder
     from gmc_grpo.staleness import get_schedule
     from gmc_grpo.stats import interval_text
     from toy_mdps.jobs import check_jobs
@@ -234,6 +235,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
     name = f"{config.method}_{get_schedule(config.schedule).run_label(config)}"
     out = args.out or Path("runs") / "toy_train" / name
+    check_output_folder(out)  # a file in the way is refused before torch loads
     _set_threads(args)
     from toy_mdps.train.run import train
 
@@ -272,11 +274,14 @@ def _run_experiments(
     configs: list, args: argparse.Namespace, draw_figures: DrawFigures | None
 ) -> int:
     """Run each experiment into `<out>/<name>/` and print its orderings."""
-    from gmc_grpo.runlock import run_lock
+    from gmc_grpo.runlock import check_output_folder, run_lock
+
+    root = args.out or Path("runs") / "toy_train"
+    for config in configs:  # a file in the way is refused before torch loads
+        check_output_folder(root / config.name)
+    _set_threads(args)
     from toy_mdps.train.run import run_experiment
 
-    _set_threads(args)
-    root = args.out or Path("runs") / "toy_train"
     for config in configs:
         out = root / config.name
         with run_lock(out):  # one writer: held across the experiment and its figures

@@ -7,7 +7,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gmc_grpo.configs import (
     check_choice,
@@ -25,7 +25,6 @@ from gmc_grpo.methods import (
     method_names,
 )
 from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
-from toy_mdps.mdp import TokenMDP
 from toy_mdps.problem import (
     CONFIG_DIR,
     ProblemFields,
@@ -34,6 +33,9 @@ from toy_mdps.problem import (
     make_mdp,
     read_toy_config,
 )
+
+if TYPE_CHECKING:
+    from toy_mdps.mdp import TokenMDP
 
 OPTIMIZERS = ("adam", "sgd")
 # the toy learner's `lam` in launches per token: 4 gives a mean lag of about 15 steps on the
