@@ -307,6 +307,13 @@ def check_gpu_memory(
     (`torch.cuda.mem_get_info`; the arguments stand in for torch's in tests)."""
     import torch
 
+    if mem_get_info is None and not torch.cuda.is_available():
+        devices = ", ".join(n.device for n in run_plan.needs if n.device.startswith("cuda"))
+        raise PreflightError(
+            f"preflight: run {run_plan.run} puts work on {devices} and torch sees no CUDA "
+            "device here: set learner_device and engine_device to cpu (or auto), or run it "
+            "where the GPUs are"
+        )
     mem_get_info = mem_get_info or torch.cuda.mem_get_info
     device_name = device_name or torch.cuda.get_device_name
     for need in run_plan.needs:

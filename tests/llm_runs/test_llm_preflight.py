@@ -209,3 +209,50 @@ def test_the_preflight_module_and_its_shared_memory_check_need_no_torch(tmp_path
     refusal, torch_loaded = done.stdout.strip().splitlines()
     assert refusal.startswith("preflight: run r needs 1048576.00 GiB of host shared memory")
     assert torch_loaded == "False"
+
+
+@pytest.mark.parametrize(
+    "layout, engine_device, engine_process, expected",
+    [
+        ("one_gpu", "auto", None, False),
+        ("one_gpu", "cuda:0", True, True),
+        ("two_gpu", "auto", None, None),  # cuda:1 only where CUDA is: torch must say
+        ("two_gpu", "cuda:1", None, True),
+        ("two_gpu", "cpu", None, False),
+        ("two_gpu", "auto", False, False),
+    ],
+)
+def test_the_engine_process_is_decided_without_torch_where_the_config_says(
+    layout, engine_device, engine_process, expected
+):
+    """`engine_process_without_torch` follows `resolve_placement` where the config decides."""
+    from types import SimpleNamespace
+
+    config = SimpleNamespace(
+        layout=layout, engine_device=engine_device, engine_process=engine_process
+    )
+    assert preflight.engine_process_without_torch(config) == expected
+
+
+def test_the_check_before_torch_needs_no_more_shared_memory_than_the_run_check(
+    tmp_path, two_h100s, monkeypatch
+):
+    """Before torch the learner's precision is read as CUDA's ("auto": mixed bfloat16), so the
+    buffer is counted at 2 bytes a parameter; `check_run` on the resolved placement counts the
+    same here (a CUDA engine): a free space of exactly that need passes both."""
+    from llm_runs.recipes import config_from_values, load_recipe
+
+    model = qwen3_8b_dir(tmp_path / "Qwen3-8B-Base")
+    values = load_recipe("simulated_async", "gac_8b")
+    values.update(model=str(model), out=str(tmp_path / "gac_8b"), engine_device="cuda:1")
+    values.update(tiny_model=None, preflight_skip=["gpu_memory"])
+    config = config_from_values(values)
+    need = 2 * P_8B
+    monkeypatch.setattr(preflight, "free_bytes_of", lambda folder: need)
+    preflight.check_before_torch(config)  # passes at exactly the need
+    from llm_runs.models import resolve_placement
+
+    assert preflight.check_run(config, resolve_placement(config)).shm_bytes == need
+    monkeypatch.setattr(preflight, "free_bytes_of", lambda folder: need - 1)
+    with pytest.raises(preflight.PreflightError, match="host shared memory"):
+        preflight.check_before_torch(config)

@@ -251,3 +251,12 @@ def test_lipschitz_constant_is_exact_not_just_a_bound(small: TokenMDP, policy_na
     ).reshape(theta.numel(), theta.numel())
     norm = float(torch.linalg.matrix_norm(hess, ord=2))
     assert L * (1 - 1e-3) <= norm <= L + 1e-12
+
+
+def test_the_torch_free_policy_names_are_the_policy_classes():
+    """`toy_mdps.problem` checks `policy` against `response_space.POLICY_NAMES` (no torch);
+    `policies.POLICY_CLASSES` builds them: the two lists must be the same."""
+    from toy_mdps.policies import POLICY_CLASSES
+    from toy_mdps.response_space import POLICY_NAMES
+
+    assert tuple(POLICY_CLASSES) == POLICY_NAMES
