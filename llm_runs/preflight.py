@@ -139,6 +139,22 @@ def shape_from_config_json(model_dir: str | Path) -> ModelShape | None:
         return None
 
 
+def config_json_of(shape: ModelShape) -> dict[str, Any]:
+    """The Qwen3 `config.json` fields of `shape`: the inverse of `shape_from_config_json` (a
+    model folder's config for the checks that run before any weight is read, as in the tests)."""
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "vocab_size": shape.vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "tie_word_embeddings": shape.tied,
+    }
+
+
 def model_of(config: Any, names: Sequence[str] = ()) -> tuple[str, ModelShape | None]:
     """`(description, shape)` of the run's model: its `model` folder's `config.json`, its
     `tiny_model` (built by `llm_runs.tiny`: not modelled, None), else the paper model named by a

@@ -24,18 +24,7 @@ def qwen3_8b_dir(path):
     enough for the checks that run before any weight is read."""
     path.mkdir()
     shape = QWEN3_SHAPES["8B"]
-    config = {
-        "architectures": ["Qwen3ForCausalLM"],
-        "vocab_size": shape.vocab,
-        "hidden_size": shape.hidden,
-        "intermediate_size": shape.intermediate,
-        "num_hidden_layers": shape.layers,
-        "num_attention_heads": shape.heads,
-        "num_key_value_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "tie_word_embeddings": shape.tied,
-    }
-    (path / "config.json").write_text(json.dumps(config))
+    (path / "config.json").write_text(json.dumps(preflight.config_json_of(shape)))
     from safetensors.torch import save_file
 
     save_file({"placeholder": torch.zeros(1)}, str(path / "model.safetensors"))
@@ -256,3 +245,9 @@ def test_the_check_before_torch_needs_no_more_shared_memory_than_the_run_check(
     monkeypatch.setattr(preflight, "free_bytes_of", lambda folder: need - 1)
     with pytest.raises(preflight.PreflightError, match="host shared memory"):
         preflight.check_before_torch(config)
+
+
+@pytest.mark.parametrize("size", sorted(QWEN3_SHAPES))
+def test_config_json_of_is_the_inverse_of_shape_from_config_json(tmp_path, size):
+    (tmp_path / "config.json").write_text(json.dumps(preflight.config_json_of(QWEN3_SHAPES[size])))
+    assert preflight.shape_from_config_json(tmp_path) == QWEN3_SHAPES[size]

@@ -39,22 +39,12 @@ def gmc_grpo(args: list[str], cwd: Path, shm_free: int | None = None) -> tuple[i
 def qwen3_8b_dir(path: Path) -> Path:
     """A model folder with Qwen3-8B-Base's config.json and a weight file whose safetensors
     header parses (written without torch): enough for the checks before any weight is read."""
+    from llm_runs import preflight
     from llm_runs.memory import QWEN3_SHAPES
 
     shape = QWEN3_SHAPES["8B"]
     path.mkdir()
-    config = {
-        "architectures": ["Qwen3ForCausalLM"],
-        "vocab_size": shape.vocab,
-        "hidden_size": shape.hidden,
-        "intermediate_size": shape.intermediate,
-        "num_hidden_layers": shape.layers,
-        "num_attention_heads": shape.heads,
-        "num_key_value_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "tie_word_embeddings": shape.tied,
-    }
-    (path / "config.json").write_text(json.dumps(config))
+    (path / "config.json").write_text(json.dumps(preflight.config_json_of(shape)))
     header = json.dumps({"__metadata__": {}}).encode()
     (path / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header)
     return path
