@@ -28,7 +28,10 @@ exits 2) naming the run, the need, the device and the fix. `plan_text` is what
 `gmc-grpo llm train --recipe R --run X --plan` prints.
 
 This module imports no torch: `check_shared_memory` runs before torch loads; `check_gpu_memory`
-imports it to ask the devices.
+imports it to ask the devices. `check_before_torch` is what `gmc-grpo llm train` runs before it
+imports the trainer: the output, model and data folders, and the shared memory where the config
+alone decides the engine process (`engine_process_without_torch`); `Trainer` repeats them with
+the resolved devices.
 """
 
 from __future__ import annotations
