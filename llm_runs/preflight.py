@@ -400,9 +400,11 @@ def check_before_torch(config: Any) -> None:
     """The input checks of a run that need no torch, run by `gmc-grpo llm train` before it
     imports the trainer (issues 32, 36: a refusal used to wait 3-6 s for torch to load).
 
-    - its `out` folder: no file where it or a parent should be (`check_output_folder`);
-    - a fresh run (`resume` false): its folder holds no records (`check_fresh_run_dir`) and its
-      `model` folder holds a safetensors model (`llm_runs.model_files.check_model_dir`);
+    - its `out` folder: no file where it or a parent should be (`check_output_folder`); whether
+      it holds the records of an earlier run is checked by `Trainer` under the folder's lock, so
+      that a folder a live run is writing names that run (`gmc_grpo.runlock`);
+    - a fresh run (`resume` false): its `model` folder holds a safetensors model
+      (`llm_runs.model_files.check_model_dir`);
     - the math task: its `data_dir` is a folder (`llm_runs.data.check_data_dir`);
     - the shared memory of the engine process's weight buffer (`check_shared_memory`, unless
       `preflight_skip` names it) where the config decides the engine process without torch
@@ -415,16 +417,13 @@ def check_before_torch(config: Any) -> None:
     resolved devices. Raises the checks' one-line errors (`ValueError`, `FileNotFoundError`,
     `llm_runs.data.DataError`).
     """
-    from gmc_grpo.records import check_fresh_run_dir
     from gmc_grpo.runlock import check_output_folder
 
     check_output_folder(config.out)
-    if not config.resume:
+    if not config.resume and config.model is not None:
         from llm_runs.model_files import check_model_dir
 
-        check_fresh_run_dir(config.out)
-        if config.model is not None:
-            check_model_dir(config.model)
+        check_model_dir(config.model)
     if config.task == "math" and config.data_dir is not None:
         from llm_runs.data import check_data_dir
 
