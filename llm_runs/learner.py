@@ -78,7 +78,7 @@ SCORE_NORM_MODES: tuple[str, ...] = ("in_backward", "per_trajectory")
 
 #: the fix a run without bitsandbytes is told (`check_optimizer`)
 ADAMW8BIT_FIX = (
-    "`pip install bitsandbytes` (or `pip install 'gmc-grpo[gpu]'`), or train with torch's AdamW "
+    "`pip install bitsandbytes` (or `pip install -e '.[gpu]'` in a gmc-grpo clone), or train with torch's AdamW "
     "on purpose: `--set optimizer=adamw`"
 )
 
