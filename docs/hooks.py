@@ -15,6 +15,11 @@ Two things the stock MkDocs cannot do for this repository:
   `code`, `script`, `style`) to MathML at build time, with the report's converter
   (`pipeline.report.latex_to_mathml`, latex2mathml), and removes the MathJax scripts: browsers
   render MathML themselves. Wide tables of a notebook page scroll sideways instead of being cut.
+* **No other fetch either.** mkdocs-jupyter's template also carries a script that imports
+  mermaid (diagrams in notebook outputs) from a CDN; our notebooks draw no mermaid diagram, so
+  `on_post_page` removes it (a mermaid diagram would show as its source text). The theme's web
+  fonts are off (`mkdocs.yml`, `font: false`): the built site fetches nothing from the network
+  (tests/test_docs_site.py checks every page and stylesheet).
 """
 
 from __future__ import annotations
@@ -108,6 +113,11 @@ _MATHJAX_SCRIPT = re.compile(
     r"|<script src=\"\">\s*</script\s*>",  # the template's MathJax tag without a URL
     re.S | re.I,
 )
+# mkdocs-jupyter's module script that imports mermaid (and its ELK layouts) from cdnjs
+_MERMAID_SCRIPT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script)[^m]|m(?!ermaid))*?mermaid(?:(?!</script).)*?</script\s*>",
+    re.S | re.I,
+)
 _TAG = re.compile(r"(<[^>]+>)")
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 # `$x$`: no space after the opening or before the closing dollar, no digit after it (as the
@@ -136,9 +146,10 @@ def _math_text(text: str, unescape: bool = True) -> str:
 
 
 def offline_math(page_html: str) -> str:
-    """`page_html` with MathJax's scripts removed and every `$...$` / `$$...$$` of its text
-    (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a MathML `<math>`."""
-    page_html = _MATHJAX_SCRIPT.sub("", page_html)
+    """`page_html` with MathJax's and mermaid's CDN scripts removed and every `$...$` /
+    `$$...$$` of its text (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a
+    MathML `<math>`."""
+    page_html = _MERMAID_SCRIPT.sub("", _MATHJAX_SCRIPT.sub("", page_html))
     out = []
     last = 0
     for block in _PROTECTED.finditer(page_html):

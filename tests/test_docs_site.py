@@ -72,10 +72,16 @@ def test_site_builds_strict(tmp_path):
     # the explorer that needs no kernel, linked from its page
     assert (site / "assets/bounds_explorer.html").is_file()
     assert "bounds_explorer.html" in (site / "explorer/index.html").read_text(encoding="utf-8")
-    # formulas need no network: MathML from the build, no script from elsewhere, no MathJax
+    # the site reads offline: no page or stylesheet fetches a script, stylesheet, font, image or
+    # module from elsewhere (links a reader may follow are fine); no mermaid diagram would make
+    # the theme's script fetch mermaid
+    for page in sorted([*site.rglob("*.html"), *site.rglob("*.css")]):
+        text = page.read_text(encoding="utf-8")
+        assert external_fetches(text) == [], page
+        assert 'class="mermaid"' not in text, page
+    # formulas need no network: MathML from the build, no MathJax
     for page in sorted(site.rglob("*.html")):
         text = page.read_text(encoding="utf-8")
-        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page
         assert not re.search(r"<script[^>]*>\s*(window\.)?MathJax", text), page
         assert "mathjax/" not in text.lower() and 'src=""' not in text, page
     for name in ("bounds", "bias_sweeps", "async_toy", "paper_figures"):
@@ -93,6 +99,61 @@ def test_site_builds_strict(tmp_path):
     # a docs page's $...$ (core-library's methods table) is MathML too, one per table cell
     core = (site / "core-library/index.html").read_text(encoding="utf-8")
     assert core.count("<math ") >= 8 and "$c_i" not in core
+
+
+# what a browser fetches by itself from another host: `src=` / `srcset=` of any tag, `href=` of a
+# `<link>` (stylesheet, font preload, icon, preconnect), a module's `import(...)` / `from "..."`,
+# CSS's `url(...)` and `@import`
+_EXTERNAL_FETCH = re.compile(
+    r"""\b(?:src|srcset)\s*=\s*["']?\s*(?:https?:)?//[^\s"'>]+"""
+    r"""|<link\b[^>]*\bhref\s*=\s*["']?\s*(?:https?:)?//[^\s"'>]+"""
+    r"""|\bimport\s*\(\s*["'`](?:https?:)?//[^"'`]+"""
+    r"""|\bfrom\s*["'](?:https?:)?//[^"']+"""
+    r"""|\burl\(\s*["']?\s*(?:https?:)?//[^)"']+"""
+    r"""|@import\s+(?:url\()?\s*["']?(?:https?:)?//[^\s"');]+""",
+    re.I,
+)
+
+
+def external_fetches(text: str) -> list[str]:
+    """Every reference in an HTML page or stylesheet `text` that a browser fetches from a
+    network address (not a link a reader follows, not a `data:` URL or an XML namespace)."""
+    return [m[0] for m in _EXTERNAL_FETCH.finditer(text)]
+
+
+def test_external_fetches_finds_each_kind_and_spares_links() -> None:
+    planted = [
+        '<script src="https://cdn.example/x.js"></script>',
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">',
+        "<link rel=preconnect href=//fonts.gstatic.com>",
+        '<img srcset="https://img.example/a.png 2x">',
+        'const m = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/m.mjs")).default;',
+        'import x from "https://esm.example/x.js";',
+        "@font-face{src:url(https://fonts.gstatic.com/s/roboto.woff2)}",
+        '@import url("https://fonts.googleapis.com/css2?family=Roboto");',
+    ]
+    for line in planted:
+        assert len(external_fetches(line)) == 1, line
+    spared = (
+        '<a href="https://www.mkdocs.org/">MkDocs</a><script src="../assets/x.js"></script>'
+        '<link rel="stylesheet" href="assets/main.css"><math xmlns="http://www.w3.org/1998/Math/'
+        'MathML"></math>--icon:url("data:image/svg+xml;charset=utf-8,<svg xmlns=\'http://www.w3'
+        ".org/2000/svg'></svg>\")"
+    )
+    assert external_fetches(spared) == []
+
+
+def test_offline_math_removes_the_mermaid_cdn_script() -> None:
+    hooks = _docs_hooks()
+    page = (
+        '<head><script>keep("mathless")</script><script type="module">\n'
+        "document.addEventListener('DOMContentLoaded', async () => {\n"
+        '  const mermaid = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/'
+        'mermaid.esm.min.mjs")).default;\n});\n</script><script>keep(2)</script></head>'
+    )
+    out = hooks.offline_math(page)
+    assert out == '<head><script>keep("mathless")</script><script>keep(2)</script></head>'
+    assert external_fetches(page) and not external_fetches(out)
 
 
 def _docs_hooks():
