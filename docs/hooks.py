@@ -90,14 +90,16 @@ _MARKDOWN_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|(`+)[^`\n].*?\2", re.S | r
 def markdown_math(markdown: str) -> str:
     """A docs page's `$...$` / `$$...$$` (outside code) as MathML before Markdown reads it, so
     that its `_`, `*` and `\\{` are not taken for emphasis or escapes (a code host renders the
-    same `$...$` source with its own math support)."""
+    same `$...$` source with its own math support). An inline formula is wrapped in
+    `<span class="math">`: Markdown takes `<math>` for a block-level tag, and a line that starts
+    with one would end the paragraph (or list item) there."""
     out = []
     last = 0
     for block in _MARKDOWN_CODE.finditer(markdown):
-        out.append(_math_text(markdown[last : block.start()], unescape=False))
+        out.append(_math_text(markdown[last : block.start()], unescape=False, in_markdown=True))
         out.append(block[0])
         last = block.end()
-    out.append(_math_text(markdown[last:], unescape=False))
+    out.append(_math_text(markdown[last:], unescape=False, in_markdown=True))
     return "".join(out)
 
 
@@ -129,17 +131,19 @@ WIDE_TABLES_CSS = (
 )
 
 
-def _math_text(text: str, unescape: bool = True) -> str:
+def _math_text(text: str, unescape: bool = True, in_markdown: bool = False) -> str:
     """A text node (HTML: entities decoded first, `unescape`) with its formulas as MathML, on
-    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text."""
+    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text.
+    `in_markdown`: each inline formula inside a `<span class="math">` (see `markdown_math`)."""
     from pipeline.report import MathConversionError, latex_to_mathml
 
     def convert(match: re.Match, display: bool) -> str:
         latex = html.unescape(match[1]) if unescape else match[1]
         try:
-            return latex_to_mathml(latex.strip(), display=display).replace("\n", "")
+            mathml = latex_to_mathml(latex.strip(), display=display).replace("\n", "")
         except MathConversionError:
             return match[0]
+        return f'<span class="math">{mathml}</span>' if in_markdown and not display else mathml
 
     text = _DISPLAY.sub(lambda m: convert(m, True), text)
     return _INLINE.sub(lambda m: convert(m, False), text)

@@ -317,6 +317,23 @@ def test_markdown_math_before_markdown_reads_underscores_and_braces() -> None:
     )
     out = hooks.markdown_math(page)
     row = out.splitlines()[2]
-    assert row.startswith("| `gmc` | <math ") and row.endswith("</math> |")  # still one row
+    assert row.startswith('| `gmc` | <span class="math"><math ') and row.endswith(
+        "</math></span> |"
+    )
     assert "<msub><mi>c</mi><mi>i</mi></msub>" in row and "&#x0007B;" in row  # c_i, the brace
     assert "`$a_b$`" in out and "echo $HOME_$x$" in out  # code untouched
+
+
+def test_markdown_math_at_a_line_start_stays_in_its_paragraph_and_list_item() -> None:
+    """Markdown takes `<math>` for a block-level tag: a formula that starts a source line must not
+    end the paragraph or the list item it continues (found on METHODS.md and theory.md)."""
+    import markdown
+
+    hooks = _docs_hooks()
+    page = "Intro text (TIC:\n$c_\\epsilon$) ends here.\n\n- item one is\n  $1/(TBG)$\n  (eq. 2).\n- item two\n"
+    html_out = markdown.markdown(hooks.markdown_math(page))
+    assert html_out.count("<p>") == 1 and html_out.count("<li>") == 2, html_out
+    paragraph = html_out.split("</p>")[0]
+    assert "<math " in paragraph and "ends here." in paragraph
+    first_item = html_out.split("</li>")[0]
+    assert "<math " in first_item and "(eq. 2)." in first_item
