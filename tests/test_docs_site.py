@@ -337,3 +337,63 @@ def test_markdown_math_at_a_line_start_stays_in_its_paragraph_and_list_item() ->
     assert "<math " in paragraph and "ends here." in paragraph
     first_item = html_out.split("</li>")[0]
     assert "<math " in first_item and "(eq. 2)." in first_item
+
+
+# a code span that spells a formula in ASCII: a norm `||`, a power `x^2`, `grad J`, or a Greek
+# letter's name (`eps`, `eta`, ...) in an expression
+_ASCII_FORMULA = re.compile(
+    r"\|\||\w\^[\w(-]|\bgrad J\b"
+    r"|\b(?:eps|eta|tau|tau4|rho|rho_bar|chi|delta|sigma|theta)\b\s*(?:[-+*/^<>]|<=|>=|=\s)"
+    r"|(?:<=|>=)\s*\d|(?<!-)[-+*/]\s*(?:eps|eta|tau|tau4|rho|rho_bar|chi|delta|sigma|theta)\b"
+)
+# code spans that are code, not formulas: config fields and their bounds, version pins, error
+# messages, answer strings the scorer reads, and a heading's (its anchor is linked)
+_CODE_NOT_FORMULA = {
+    ("METHODS.md", "r_t <= 1 + clip_high"),
+    ("METHODS.md", "r_t >= 1 - clip_low"),
+    ("bounds.md", "eps*"),
+    ("gpu.md", "vllm>=0.18"),
+    ("integrations.md", ">=5.16.1"),
+    ("integrations.md", ">=0.9.0,<0.10"),
+    ("integrations.md", "num_generations >= 2"),
+    (
+        "records.md",
+        "TrainConfig.seeds=[-1]: must be a non-empty list of distinct whole numbers >= 0",
+    ),
+    ("records.md", "EvalConfig.seed=-1: must be a whole number >= 0; ..."),
+    ("records.md", "eps = inf"),
+    (
+        "records.md",
+        "TrainConfig.eps=inf: must be a finite number > 0 (the cap is 1 + eps, ...; for no cap at "
+        "all use method 'is')",
+    ),
+    ("scoring.md", "x^2+2x"),
+    ("scoring.md", "x^0.5"),
+}
+
+
+def ascii_formula_spans(markdown: str) -> list[str]:
+    """The inline code spans of a Markdown page (outside fenced blocks) that spell a formula in
+    ASCII (`_ASCII_FORMULA`)."""
+    prose = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown, flags=re.S | re.M)
+    spans = [" ".join(s.split()) for s in re.findall(r"(?<!`)`([^`]+)`(?!`)", prose)]
+    return [span for span in spans if _ASCII_FORMULA.search(span)]
+
+
+def test_docs_pages_write_formulas_as_math_not_ascii_code() -> None:
+    """Issue 34: the pages write formulas as `$...$` (MathML in the site, math on a code host),
+    not as ASCII in code spans; code stays code (the list above says why each one is code)."""
+    assert ascii_formula_spans("the bias `||E g - grad J/T||^2` at `eta^2 tau^2 M`") == [
+        "||E g - grad J/T||^2",
+        "eta^2 tau^2 M",
+    ]
+    assert ascii_formula_spans("`min(rho, 1+eps)` and `eps <= 1` but `--set eps=0.28`") == [
+        "min(rho, 1+eps)",
+        "eps <= 1",
+    ]  # a command's config field stays code
+    found = []
+    for page in sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"]):
+        for span in ascii_formula_spans(page.read_text(encoding="utf-8")):
+            if (page.name, span) not in _CODE_NOT_FORMULA:
+                found.append(f"{page.name}: `{span}`")
+    assert found == [], found
