@@ -15,6 +15,11 @@ Two things the stock MkDocs cannot do for this repository:
   `code`, `script`, `style`) to MathML at build time, with the report's converter
   (`pipeline.report.latex_to_mathml`, latex2mathml), and removes the MathJax scripts: browsers
   render MathML themselves. Wide tables of a notebook page scroll sideways instead of being cut.
+* **No other fetch either.** mkdocs-jupyter's template also carries a script that imports
+  mermaid (diagrams in notebook outputs) from a CDN; our notebooks draw no mermaid diagram, so
+  `on_post_page` removes it (a mermaid diagram would show as its source text). The theme's web
+  fonts are off (`mkdocs.yml`, `font: false`): the built site fetches nothing from the network
+  (tests/test_docs_site.py checks every page and stylesheet).
 """
 
 from __future__ import annotations
@@ -85,14 +90,16 @@ _MARKDOWN_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|(`+)[^`\n].*?\2", re.S | r
 def markdown_math(markdown: str) -> str:
     """A docs page's `$...$` / `$$...$$` (outside code) as MathML before Markdown reads it, so
     that its `_`, `*` and `\\{` are not taken for emphasis or escapes (a code host renders the
-    same `$...$` source with its own math support)."""
+    same `$...$` source with its own math support). An inline formula is wrapped in
+    `<span class="math">`: Markdown takes `<math>` for a block-level tag, and a line that starts
+    with one would end the paragraph (or list item) there."""
     out = []
     last = 0
     for block in _MARKDOWN_CODE.finditer(markdown):
-        out.append(_math_text(markdown[last : block.start()], unescape=False))
+        out.append(_math_text(markdown[last : block.start()], unescape=False, in_markdown=True))
         out.append(block[0])
         last = block.end()
-    out.append(_math_text(markdown[last:], unescape=False))
+    out.append(_math_text(markdown[last:], unescape=False, in_markdown=True))
     return "".join(out)
 
 
@@ -108,6 +115,11 @@ _MATHJAX_SCRIPT = re.compile(
     r"|<script src=\"\">\s*</script\s*>",  # the template's MathJax tag without a URL
     re.S | re.I,
 )
+# mkdocs-jupyter's module script that imports mermaid (and its ELK layouts) from cdnjs
+_MERMAID_SCRIPT = re.compile(
+    r"<script\b[^>]*>(?:(?!</script)[^m]|m(?!ermaid))*?mermaid(?:(?!</script).)*?</script\s*>",
+    re.S | re.I,
+)
 _TAG = re.compile(r"(<[^>]+>)")
 _DISPLAY = re.compile(r"\$\$(.+?)\$\$", re.S)
 # `$x$`: no space after the opening or before the closing dollar, no digit after it (as the
@@ -119,26 +131,29 @@ WIDE_TABLES_CSS = (
 )
 
 
-def _math_text(text: str, unescape: bool = True) -> str:
+def _math_text(text: str, unescape: bool = True, in_markdown: bool = False) -> str:
     """A text node (HTML: entities decoded first, `unescape`) with its formulas as MathML, on
-    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text."""
+    one line (a Markdown table row stays one row); a formula latex2mathml rejects stays text.
+    `in_markdown`: each inline formula inside a `<span class="math">` (see `markdown_math`)."""
     from pipeline.report import MathConversionError, latex_to_mathml
 
     def convert(match: re.Match, display: bool) -> str:
         latex = html.unescape(match[1]) if unescape else match[1]
         try:
-            return latex_to_mathml(latex.strip(), display=display).replace("\n", "")
+            mathml = latex_to_mathml(latex.strip(), display=display).replace("\n", "")
         except MathConversionError:
             return match[0]
+        return f'<span class="math">{mathml}</span>' if in_markdown and not display else mathml
 
     text = _DISPLAY.sub(lambda m: convert(m, True), text)
     return _INLINE.sub(lambda m: convert(m, False), text)
 
 
 def offline_math(page_html: str) -> str:
-    """`page_html` with MathJax's scripts removed and every `$...$` / `$$...$$` of its text
-    (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a MathML `<math>`."""
-    page_html = _MATHJAX_SCRIPT.sub("", page_html)
+    """`page_html` with MathJax's and mermaid's CDN scripts removed and every `$...$` /
+    `$$...$$` of its text (outside `pre`, `code`, `script`, `style`, `textarea` and tags) as a
+    MathML `<math>`."""
+    page_html = _MERMAID_SCRIPT.sub("", _MATHJAX_SCRIPT.sub("", page_html))
     out = []
     last = 0
     for block in _PROTECTED.finditer(page_html):

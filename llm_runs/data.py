@@ -341,7 +341,7 @@ def read_hub_rows(hub_id: str, config: str | None, split: str) -> Iterator[dict[
         from datasets import load_dataset
     except ImportError as exc:
         raise DataError(
-            "the `datasets` package is needed to load from the hub: pip install 'gmc-grpo[llm]', "
+            "the `datasets` package is needed to load from the hub: pip install -e '.[llm]' in a gmc-grpo clone, "
             "or pass --data-dir with local files"
         ) from exc
     try:

