@@ -104,7 +104,9 @@ SPECS: tuple[ClaimSpec, ...] = (
         "every estimator of the class (eq. 5) has E[‖gₙʷ‖² | Fₙ⁻] ≤ (8/T)(1+ε) L R² log|A|",
         r"\mathbb{E}\big[\Vert g_n^{w}\Vert^2\mid\mathcal{F}_n^-\big]\le\frac{8}{T}(1+\epsilon)LR^2\log\lvert\mathcal{A}\rvert",
         "derivation (theory.chain.derive_second_moment_constant); exact adversarial search over "
-        "softmax trees, advantages and ε (theory.adversarial.search_second_moment)",
+        "softmax trees, advantages and ε (theory.adversarial.search_second_moment); the worst "
+        "weighting of eq. 5's class per group, |A| ≥ 3, G ≥ 4 "
+        "(theory.class_search.search_class_second_moment)",
         checks.check_prop1_second_moment,
     ),
     ClaimSpec(

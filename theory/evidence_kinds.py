@@ -48,7 +48,12 @@ KIND_MEANINGS = {
 # row key -> (kind, the evidence field that says how near a search came, note)
 STATIC_KINDS: dict[str, tuple[str, str | None, str]] = {
     "lemma1": (SEARCH, "smoothness_fraction_reached", "the smoothness search on small trees"),
-    "prop1_second_moment": (SEARCH, "fraction_of_paper", "adversarial search, constant 8"),
+    "prop1_second_moment": (
+        SEARCH,
+        "fraction_of_paper",
+        "adversarial search, constant 8; the search over eq. 5's whole class (|A| >= 3, "
+        "G >= 4) reaches class_fraction_of_paper",
+    ),
     "prop1_bias": (SEARCH, "fraction_reached", ""),
     "class_tic_gmc": (
         TAUTOLOGY,
