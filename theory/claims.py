@@ -149,9 +149,10 @@ SPECS: tuple[ClaimSpec, ...] = (
         "§3",
         "vanilla GRPO keeps negative-advantage tokens with arbitrarily large ratios; its second "
         "moment scales as O(C²) in the worst case",
-        r"\max_{\text{groups}}\Vert g^{\mathrm{GRPO}}\Vert^2=\Theta(\mathcal{C}^2)",
-        "exact enumeration on a one-token family with coverage C (theory.exact, method 'grpo'); "
-        "sympy limit of the closed form",
+        r"\text{second moment of }g^{\mathrm{GRPO}}=O(\mathcal{C}^2)\ \text{in the worst case}",
+        "as an upper bound: our proof of max ‖g‖² ≤ C²R²S² (theory.grpo_worst) checked by an "
+        "exact search over softmax trees; a one-token family with coverage C attains C² "
+        "(theory.exact, method 'grpo'; sympy limit of the closed form)",
         checks.check_grpo,
     ),
     ClaimSpec(
