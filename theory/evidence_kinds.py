@@ -92,7 +92,8 @@ STATIC_KINDS: dict[str, tuple[str, str | None, str]] = {
     "delay_regularity": (
         COMPARISON,
         None,
-        "pooled and per lag; a drift-dependent lag (negative control, in the tests) is rejected",
+        "pooled and per lag (Holm over lags); a drift-gated WorkerSchedule (negative control, "
+        "toy_mdps.train.drift_control, in the tests) is rejected",
     ),
     "uniform_second_moment": (
         NON_BINDING,
