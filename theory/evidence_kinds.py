@@ -124,7 +124,7 @@ STATIC_KINDS: dict[str, tuple[str, str | None, str]] = {
 def evidence_kind(row: dict[str, Any]) -> dict[str, Any]:
     """`{kind, counted, nearness, note}` of one claims-table row (module docstring); `kind` is
     None for a row that still needs runs or has no entry here."""
-    key, verdict = str(row["key"]), str(row["verdict"])
+    key, verdict = str(row.get("key", "")), str(row["verdict"])
     evidence = row.get("evidence") or {}
     if verdict == "needs runs" or key not in STATIC_KINDS and key not in ("theorem1", "theorem2"):
         return {"kind": None, "counted": False, "nearness": None, "note": ""}
