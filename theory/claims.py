@@ -367,8 +367,10 @@ SPECS: tuple[ClaimSpec, ...] = (
         r"\mathbb{E}\big[\Vert\theta_n-\theta_{n-t}\Vert^2\mid\tau_n^{(b)}=t\big]"
         r"=\mathbb{E}\Vert\theta_n-\theta_{n-t}\Vert^2",
         "both sides recorded by rollout-worker runs with length-proportional and exponential "
-        "generation times (regularity_quick, the toy_workers stage), pooled over lags, "
-        "t-intervals over seeds; its role in the exponent of (1+ε) from our chain",
+        "generation times (regularity_quick, the toy_workers stage), pooled over lags and per "
+        "lag (Holm over lags), t-intervals over seeds; negative control: a drift-gated worker "
+        "schedule (toy_mdps.train.drift_control) is rejected; its role in the exponent of "
+        "(1+ε) from our chain",
         checks.check_delay_regularity,
     ),
     ClaimSpec(
