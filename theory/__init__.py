@@ -16,6 +16,9 @@ Modules:
 * `theory.exact`: exact group expectations (mean, bias, second moment, removed mass) of IS, TIC,
   GMC, VCPO and vanilla GRPO by enumeration.
 * `theory.adversarial`: searches for the examples that come closest to each bound.
+* `theory.class_search`: Proposition 1's second moment over eq. 5's whole class (the worst
+  weighting per group); `theory.grpo_worst`: vanilla GRPO's second moment in `C` (our bounds and
+  their search).
 * `theory.divergences`: KL and removed importance mass for finite laws.
 * `theory.symbolic`, `theory.rates`: sympy derivations (`Derivation` objects with an `ok` flag).
 * `theory.numerics`: numeric minimisation of the bounds, log-log slope fits, interval arithmetic.

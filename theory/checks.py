@@ -58,7 +58,13 @@ from theory.checks_rates import (
     check_tuned_rate,
     group_bias_table,
 )
-from theory.checks_runs import check_delay_regularity, check_drift, check_uniform_second_moment
+from theory.checks_runs import (
+    SWEEP_RUNS,
+    check_delay_regularity,
+    check_drift,
+    check_uniform_second_moment,
+)
+from theory.run_evidence import RunEvidence
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -97,6 +103,48 @@ __all__ = [
     "grpo_example",
 ]
 
+
+def check_uniform_second_moment_merged(
+    evidence: RunEvidence | None = None, constant: float = 8.0
+) -> Check:
+    """Row 27 ("the second moment is controlled uniformly, independently of the delay"), merged
+    into Proposition 1's row (issue 31): it is the same statement, since Proposition 1's bound
+    holds for every behavior policy (so for every delay) and has no delay in it. Its verdict is
+    that row's (the search over arbitrary behavior policies and the whole class), refuted also if
+    a run's measured second moment exceeds the bound; the runs' comparison is reported as a
+    consistency check that cannot bind (the bound lies decades above them). Not counted again
+    (`theory.evidence_kinds`: kind `merged`)."""
+    base = check_prop1_second_moment(constant)
+    runs = check_uniform_second_moment(evidence, constant)
+    has_runs = runs.verdict != NEEDS_RUNS
+    verdict = REFUTED if runs.verdict == REFUTED else base.verdict
+    fraction = float(base.evidence["fraction_of_paper"])  # type: ignore[arg-type]
+    text = (
+        "Merged into Proposition 1's row: the same statement (its bound holds for every behavior "
+        "policy, so for every delay, and contains no delay; Theorem 1's second-moment term is "
+        "that bound). Graded by that row's searches over arbitrary behavior policies and eq. 5's "
+        f"whole class, which reach {fraction:.3g} of the bound with constant "
+        f"{constant:g}; not counted again. "
+        + (
+            "Runs (a consistency check that cannot bind): " + runs.result
+            if has_runs
+            else f"Bias-sweep runs ({SWEEP_RUNS}) would add a consistency check that cannot bind."
+        )
+    )
+    return Check(
+        verdict,
+        text,
+        base.expr,
+        {
+            "merged_into": "prop1_second_moment",
+            "fraction_of_paper": fraction,
+            "runs": runs.evidence if has_runs else None,
+        },
+        reason="the same statement as Proposition 1's row, graded by its searches (which could "
+        "have exceeded the bound); measured runs could refute it but not bind",
+    )
+
+
 # Registry: key -> check function (defaults = the paper's or our claimed values).
 PAPER_CHECKS = {
     "lemma1": check_lemma1,
@@ -126,7 +174,7 @@ PAPER_CHECKS = {
     "corollary2": check_corollary2,
     "group_bias": check_group_bias,
     "delay_regularity": check_delay_regularity,
-    "uniform_second_moment": check_uniform_second_moment,
+    "uniform_second_moment": check_uniform_second_moment_merged,
 }
 # the rows whose checks take the runs' evidence (`theory.run_evidence.RunEvidence`): "required"
 # ones say `needs runs` without it, "optional" ones add what the runs show to a run-free check
@@ -136,7 +184,7 @@ RUN_ROWS = {
     "theorem1": "optional",
     "theorem2": "optional",
     "delay_regularity": "required",
-    "uniform_second_moment": "required",
+    "uniform_second_moment": "optional",
 }
 OUR_CHECKS = {
     "ours_prop1_constant": check_ours_prop1_constant,

@@ -16,7 +16,7 @@ import sympy as sp
 from scipy.optimize import linprog
 
 from gmc_grpo.defaults import VCPO_TRUNCATION
-from theory import adversarial, chain, numerics
+from theory import adversarial, chain, class_search, grpo_worst, numerics
 from theory.bounds import (
     bias_per_removed_mass,
     second_moment_bound,
@@ -45,7 +45,6 @@ from theory.verdicts import (
     VERIFIED,
     Check,
     bound_verdict,
-    equal,
     random_case,
     short,
 )
@@ -148,10 +147,16 @@ def check_prop1_second_moment(constant: float = 8.0) -> Check:
     search = adversarial.search_second_moment()
     by_depth = adversarial.search_second_moment_by_depth()
     kappa = chain.derive_second_moment_constant().subs(chain.RA, chain.R)
-    reached = max(search.ratio, *(r.ratio for r in by_depth.values()))
+    whole = class_search.search_class_second_moment()
+    reached = max(search.ratio, whole.ratio, *(r.ratio for r in by_depth.values()))
     attained = float(kappa) * reached
     verdict = bound_verdict(constant, float(kappa), attained)
     depths = ", ".join(f"{short(r.ratio)} (T = {t})" for t, r in by_depth.items())
+    shapes = whole.example["by_shape"]
+    shape_text = "; ".join(
+        f"{shape}: {short(v['fraction_of_ours'])} (chain ceiling {short(v['chain_ceiling'])})"
+        for shape, v in shapes.items()
+    )
     return Check(
         verdict,
         f"Our derivation proves the constant {kappa} for |Â| ≤ R (8 when |Â| ≤ 2R). Exact "
@@ -160,18 +165,27 @@ def check_prop1_second_moment(constant: float = 8.0) -> Check:
         f"reaches {short(search.ratio)} of the bound with constant 2; over response lengths "
         f"(tabular trees of vocabulary 2, G = 1, TIC and GMC, "
         f"{sum(r.evaluations for r in by_depth.values())} evaluations) {depths}: the 1/T of the "
-        f"bound is earned at every T. That is {short(attained / 8)} of the paper's 8, so any "
+        f"bound is earned at every T. Over the whole class of eq. 5 (any w with 0 ≤ w ≤ 1 and "
+        f"group mean of wρ ≤ 1+ε, chosen per group at the worst vertex of that polytope; one "
+        f"token, every ordered group enumerated, {whole.evaluations} evaluations) the search "
+        f"reaches {short(whole.ratio)} of the constant-2 bound = {short(whole.ratio / 4)} of the "
+        f"paper's ({shape_text}; the chain's ceiling is (1 − 1/|A|)/log|A| of ours on one "
+        f"token). Overall {short(attained / 8)} of the paper's 8, so any "
         f"constant below {short(attained)} would be refuted (claimed {short(constant)}). The "
         "supremum for one token is 1/(2 ln 2) = 0.721 of our bound.",
         chain.second_moment(kappa),
         {
             "fraction_of_ours": reached,
             "fraction_of_paper": attained / 8,
+            "class_fraction_of_ours": whole.ratio,
+            "class_fraction_of_paper": whole.ratio / 4,
+            "class_by_shape": shapes,
             "by_depth": {str(t): r.ratio for t, r in by_depth.items()},
             "example": search.example,
         },
-        reason="exact adversarial searches over policies, behavior policies, advantages, eps and "
-        "response lengths T = 1-4 could have exceeded the bound",
+        reason="exact adversarial searches over policies, behavior policies, advantages, eps, "
+        "response lengths T = 1-4 and every weighting of eq. 5's class (|A| = 3-4, G = 4-5) "
+        "could have exceeded the bound",
     )
 
 
@@ -352,10 +366,14 @@ def grpo_closed_forms() -> tuple[sp.Expr, sp.Expr]:
 
 
 def check_grpo(exponent: float = 2.0) -> Check:
-    """Vanilla GRPO is outside the class; its worst-case second moment scales as `C^exponent`."""
+    """Vanilla GRPO is outside the class; its worst-case second moment is `O(C^exponent)`, graded
+    as an upper bound (issue 31): refuted only by a family growing faster than `C^exponent`
+    (the coverage-C family attains `C^2` pathwise), verified by our proof of `C^2 R^2 S^2`
+    (`theory.grpo_worst`) when a search over problems does not exceed it."""
     worst_expr, mean_expr = grpo_closed_forms()
     c = chain.C
     worst_exp = sp.limit(c * sp.diff(sp.log(worst_expr), c), c, sp.oo)
+    mean_exp = sp.limit(c * sp.diff(sp.log(mean_expr), c), c, sp.oo)
     rows = [grpo_example(cv) for cv in GRPO_COVERAGES]
     closed_ok = all(
         abs(m - float(mean_expr.subs(c, cv))) <= 1e-9 * m
@@ -364,7 +382,7 @@ def check_grpo(exponent: float = 2.0) -> Check:
     )
     xs = np.array(GRPO_COVERAGES)
     worst_fit = numerics.SlopeFit(
-        "GRPO worst-case E‖g‖² vs C",
+        "GRPO worst-case ‖g‖² vs C",
         xs,
         np.array([w for _, w in rows]),
         numerics.loglog_slope(xs, np.array([w for _, w in rows])),
@@ -372,23 +390,56 @@ def check_grpo(exponent: float = 2.0) -> Check:
     )
     paper = float(second_moment_bound(PAPER_EPS, 1, 0.5, 1.0, 2, "paper"))
     exceeds = [cv for (m, _), cv in zip(rows, GRPO_COVERAGES, strict=True) if m > paper]
-    ok = closed_ok and bool(exceeds) and equal(worst_exp, exponent)
+    found = grpo_worst.search_grpo_worst()
+    worst_ratio, mean_ratio = found["worst"].ratio, found["mean"].ratio
+    bound_ok = max(worst_ratio, mean_ratio) <= 1.0 + REL_TOL
+    verdict = bound_verdict(exponent, 2.0, float(worst_exp))
+    if verdict == VERIFIED and not (closed_ok and bound_ok and exceeds):
+        verdict = NOT_REPRODUCED
+    shapes = "; ".join(
+        f"{shape}: {short(found['worst'].example['by_shape'][shape])} pathwise, "
+        f"{short(found['mean'].example['by_shape'][shape])} in expectation"
+        for shape in found["worst"].example["by_shape"]
+    )
+    loose = (
+        f" The claimed exponent {short(exponent)} is an upper bound above the attained 2: true, "
+        "not tight."
+        if exponent > float(worst_exp) + 1e-9
+        else ""
+    )
     return Check(
-        VERIFIED if ok else REFUTED,
-        "Exact one-token example (uniform current policy, behavior probability 1/C, G = 2, "
-        "leave-one-out advantages): the negative-advantage token with ratio C/2 is never clipped. "
-        f"Worst case over groups ‖g‖² = C⁴/(32(C−1)²), exponent {worst_exp} as C → ∞ "
-        f"({worst_fit.text(exponent)}); the expected second moment C²/(16(C−1)) grows like C and "
-        f"exceeds Proposition 1's bound {short(paper)} (constant 8) from C = {int(min(exceeds)) if exceeds else 'never'} "
-        f"on the grid C = 2^8 … 2^13. Closed forms match the exact engine: {closed_ok}.",
+        verdict,
+        "Read as an upper bound on the worst case over groups (our reading of 'O(C²) in the worst "
+        "case'). Lower bound: an exact one-token family (uniform current policy, behavior "
+        "probability 1/C, G = 2, leave-one-out advantages) keeps the negative-advantage token "
+        f"with ratio C/2 unclipped; its worst ‖g‖² = C⁴/(32(C−1)²), exponent {worst_exp} "
+        f"({worst_fit.text(2.0)}), so no exponent below {worst_exp} can hold. Upper bound "
+        "(ours): token ratios are at most C under Assumption 2, so ‖g‖² ≤ C²R²S² on every group "
+        "(S the largest token-score norm) and E‖g‖² ≤ CR²S². An exact search ("
+        f"{found['worst'].evaluations + found['mean'].evaluations} evaluations over softmax trees, "
+        f"fixed advantages, ε; {shapes}) reaches {short(worst_ratio)} of the pathwise bound and "
+        f"{short(mean_ratio)} of the expected one (above 1 would refute our proof). Under the "
+        f"expectation reading the rate is lower: the family's E‖g‖² = C²/(16(C−1)) has exponent "
+        f"{mean_exp}, so O(C²) holds under both readings. The family's E‖g‖² exceeds "
+        f"Proposition 1's bound {short(paper)} (constant 8) from C = "
+        f"{int(min(exceeds)) if exceeds else 'never'} on the grid C = 2^8 … 2^13 (outside the "
+        f"class). Closed forms match the exact engine: {closed_ok}.{loose} Claimed exponent "
+        f"{short(exponent)}.",
         worst_expr,
         {
             "worst_exponent": float(worst_exp),
+            "mean_exponent": float(mean_exp),
             "fit_slope": worst_fit.slope,
             "fit_points": worst_fit.points,
+            "fraction_reached": worst_ratio,
+            "mean_fraction_reached": mean_ratio,
+            "by_shape": {
+                "worst": found["worst"].example["by_shape"],
+                "mean": found["mean"].example["by_shape"],
+            },
         },
-        reason="exact enumeration on a coverage-C family measures the exponent (another "
-        "exponent would show)",
+        reason="an upper bound: a family attains C² (a smaller exponent is refuted); our proof "
+        "of C²R²S² checked by an exact search that could have exceeded it",
     )
 
 

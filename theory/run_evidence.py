@@ -92,9 +92,10 @@ def _files(roots: list[Path], name: str) -> list[Path]:
 
 
 def per_lag_relative(per_lag: dict[str, list[float]]) -> list[dict[str, float]]:
-    """Per lag: `{lag, groups, relative, lo, hi}`, the paired difference of the condition's two
+    """Per lag: `{lag, groups, seeds, relative, lo, hi}`, the paired difference of the condition's two
     sides relative to the right side (`toy_mdps.train.workers_analysis`'s per-lag table), with
-    its interval over seeds on the same scale."""
+    its interval over seeds on the same scale (`seeds`: how many seeds it is over; None in
+    records written before it was kept)."""
     out = []
     for i, lag in enumerate(per_lag.get("lag", [])):
         rhs = per_lag["rhs"][i]
@@ -104,6 +105,7 @@ def per_lag_relative(per_lag: dict[str, list[float]]) -> list[dict[str, float]]:
             {
                 "lag": lag,
                 "groups": per_lag["groups"][i],
+                "seeds": per_lag["seeds"][i] if "seeds" in per_lag else None,
                 "relative": per_lag["difference"][i] / rhs,
                 "lo": per_lag["difference_lo"][i] / rhs,
                 "hi": per_lag["difference_hi"][i] / rhs,

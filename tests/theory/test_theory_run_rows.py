@@ -52,14 +52,13 @@ def drift_runs(eta_exp: float, tau_exp: float, scale: float = 1e-3) -> list[Drif
 
 def test_without_runs_the_run_rows_say_so() -> None:
     rows = evaluate_claims()
-    assert needs_runs(rows) == [
-        "Drift",
-        "Delay regularity",
-        "Second moment uniform in the delay",
-    ]
+    # row 27 is merged into Proposition 1's row: graded without runs, which only add to it
+    assert needs_runs(rows) == ["Drift", "Delay regularity"]
     drift = next(r for r in rows if r["key"] == "drift")
     assert drift["verdict"] == NEEDS_RUNS and "drift_quick" in str(drift["result"])
-    assert summary(rows)[NEEDS_RUNS] == 3
+    assert summary(rows)[NEEDS_RUNS] == 2
+    merged = next(r for r in rows if r["key"] == "uniform_second_moment")
+    assert "toy sweep" in str(merged["result"]) and "cannot bind" in str(merged["result"])
 
 
 def test_drift_fit_recovers_planted_exponents() -> None:
@@ -244,3 +243,12 @@ def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path
     assert str(gapped) in gap and "lacks 1 of the" in gap and "(seed 1: step 2)" in gap
     assert damaged.startswith("skipped a damaged run: ") and "listed/config.json" in damaged
     assert "not a JSON object" in damaged
+
+
+def test_row27_is_merged_into_proposition1_and_runs_can_refute_it() -> None:
+    from theory.checks import check_uniform_second_moment_merged
+
+    ok = check_uniform_second_moment_merged(_sweep(0.005))
+    assert ok.verdict == VERIFIED and ok.evidence["merged_into"] == "prop1_second_moment"
+    assert "a consistency check that cannot bind" in ok.result
+    assert check_uniform_second_moment_merged(_sweep(1.5)).verdict == REFUTED

@@ -5,6 +5,8 @@
 - `toy_mdps.train.learner`: `AsyncLearner`, the seed-batched learner with exact metrics.
 - `toy_mdps.train.run`: `train` (one resumable run) and `run_experiment` (a grid + its table).
 - `toy_mdps.train.analysis`: the paper's orderings, paired over seeds, and the eps* fit.
+- `toy_mdps.train.drift_control`: the delay-regularity test's negative control (a drift-gated
+  worker schedule; `python -m toy_mdps.train.drift_control`).
 - `toy_mdps.train.cli`: the command line.
 
 The names below are imported lazily (PEP 562), so `gmc-grpo toy --help` does not import torch.

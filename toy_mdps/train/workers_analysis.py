@@ -289,6 +289,7 @@ to read)"""
 PER_LAG_KEYS = (
     "lag",
     "groups",
+    "seeds",
     "lhs",
     "lhs_lo",
     "lhs_hi",
@@ -326,6 +327,7 @@ def _regularity_per_lag(
         values = {
             "lag": t,
             "groups": total,
+            "seeds": len(mine),
             "rhs_time": float(np.mean(rhs_time)),
             "relative": di["mean"] / ri["mean"] if ri["mean"] > 0 else math.nan,
         }
