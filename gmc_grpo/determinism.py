@@ -246,7 +246,15 @@ def records_digest(rows: list[Mapping[str, Any]]) -> str:
 
 def pin_at_entry(prog: str) -> int | None:
     """`pin_cpu_kernels()` for a command line's `main`: None when pinned, or exit status 2 after
-    one line on stderr naming the variable (a bad `GMC_GRPO_CPU_THREADS`)."""
+    one line on stderr naming the variable (a bad `GMC_GRPO_CPU_THREADS`).
+
+    A `main` called in a process that has already loaded torch (a notebook, a test, a user's
+    script) pins nothing: torch read its kernel level and threads at load, so the process keeps
+    them, and its child processes (suite workers, the engine process, sweep jobs) must compute as
+    it does, so they are not pinned either (pinning them alone made a parent's and its children's
+    records differ). `kernel_facts()` records what such a run used."""
+    if "torch" in sys.modules:
+        return None
     try:
         pin_cpu_kernels()
     except ValueError as error:

@@ -121,6 +121,32 @@ def test_a_bad_thread_count_exits_2_with_one_line():
     assert "GMC_GRPO_CPU_THREADS='zero'" in out.stderr
 
 
+def test_a_main_called_after_torch_loaded_pins_nothing(monkeypatch):
+    """Found at merge: a command's `main` called in a process that had loaded torch (the test
+    suite) pinned only `os.environ`, so its child processes (engine process, sweep jobs) computed
+    with other kernels than the parent and their records differed. Now nothing is pinned there;
+    a fresh interpreter is still pinned (`test_short_runs_match_the_committed_digests`)."""
+    import torch  # noqa: F401  (loaded, as in any process that calls `main` in process)
+
+    from gmc_grpo import determinism
+
+    for name in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", determinism.LEVEL_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    assert determinism.pin_at_entry("gmc-grpo toy train") is None
+    assert dict(os.environ) == before
+    code = (
+        "import os; from gmc_grpo.determinism import pin_at_entry; pin_at_entry('x'); "
+        "print(os.environ.get('GMC_GRPO_CPU_PIN'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "GMC_GRPO_CPU_KERNELS"}
+    env["PYTHONPATH"] = str(ROOT)
+    fresh = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert fresh.stdout.strip() not in ("", "None")  # without torch loaded, the pin is set
+
+
 def test_the_digest_sees_one_bit_and_ignores_timings():
     rows = [{"step": 0, "reward/mean": 0.25, "perf/learner_seconds": 1.0}]
     same = [{"step": 0, "reward/mean": 0.25, "perf/learner_seconds": 9.0}]

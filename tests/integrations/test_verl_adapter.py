@@ -237,7 +237,7 @@ def test_loss_and_group_step_must_match():
 
 def test_missing_verl_is_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "verl", None)
-    with pytest.raises(ImportError, match=r"gmc-grpo\[verl\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[verl\]' in a gmc-grpo clone"):
         gv.register_policy_loss()
 
 
