@@ -245,21 +245,35 @@ def records_digest(rows: list[Mapping[str, Any]]) -> str:
 
 
 def pin_at_entry(prog: str) -> int | None:
-    """`pin_cpu_kernels()` for a command line's `main`: None when pinned, or exit status 2 after
+    """`pin_cpu_kernels()` for a command line's `main`: None when done, or exit status 2 after
     one line on stderr naming the variable (a bad `GMC_GRPO_CPU_THREADS`).
 
-    A `main` called in a process that has already loaded torch (a notebook, a test, a user's
-    script) pins nothing: torch read its kernel level and threads at load, so the process keeps
-    them, and its child processes (suite workers, the engine process, sweep jobs) must compute as
-    it does, so they are not pinned either (pinning them alone made a parent's and its children's
-    records differ). `kernel_facts()` records what such a run used."""
-    if "torch" in sys.modules:
-        return None
+    A `main` may be called in a process that has already loaded torch (a driver script, a
+    notebook, the test suite). ATen fixes its kernel level at its first kernel, so: where torch
+    reports the pinned level (nothing ran yet, or this CPU's own level is the pin's), the pin
+    stands and torch's thread count is set to it; where torch already runs another level, the
+    process cannot be pinned, and the variables are restored, so that its child processes (suite
+    workers, the engine process, sweep jobs) compute as it does (pinning only the children made a
+    parent's and its children's records differ). `kernel_facts()` records what a run used."""
+    names = [*PINNED, OVERRIDDEN_VARIABLE, LEVEL_VARIABLE]
+    before = {name: os.environ.get(name) for name in names}
     try:
-        pin_cpu_kernels()
+        variables = pin_cpu_kernels()
     except ValueError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+    torch = sys.modules.get("torch")
+    if torch is None or not variables:
+        return None
+    level = variables.get("ATEN_CPU_CAPABILITY")
+    if level is not None and torch.backends.cpu.get_cpu_capability().lower() != level.lower():
+        for name, value in before.items():  # too late for this process: children run as it does
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        return None
+    torch.set_num_threads(int(variables["OMP_NUM_THREADS"]))
     return None
 
 

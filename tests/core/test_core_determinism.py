@@ -121,30 +121,37 @@ def test_a_bad_thread_count_exits_2_with_one_line():
     assert "GMC_GRPO_CPU_THREADS='zero'" in out.stderr
 
 
-def test_a_main_called_after_torch_loaded_pins_nothing(monkeypatch):
-    """Found at merge: a command's `main` called in a process that had loaded torch (the test
-    suite) pinned only `os.environ`, so its child processes (engine process, sweep jobs) computed
-    with other kernels than the parent and their records differed. Now nothing is pinned there;
-    a fresh interpreter is still pinned (`test_short_runs_match_the_committed_digests`)."""
-    import torch  # noqa: F401  (loaded, as in any process that calls `main` in process)
+@pytest.mark.parametrize("running", ["AVX512", "AVX2"])
+def test_a_main_called_after_torch_loaded_pins_children_only_as_the_parent_runs(
+    monkeypatch, running
+):
+    """Found at merge: a command's `main` called in a process whose torch already ran kernels at
+    another level (the test suite) pinned only `os.environ`, so its child processes (engine
+    process, sweep jobs) computed with other kernels and threads than the parent and their records
+    differed. Now the variables are restored there; where torch runs the pinned level, the pin
+    stands and torch's threads follow it."""
+    import torch
 
     from gmc_grpo import determinism
 
-    for name in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", determinism.LEVEL_VARIABLE):
+    monkeypatch.setattr(determinism, "cpuinfo_text", lambda: "flags : sse4_2 avx avx2 fma\n")
+    monkeypatch.setattr(determinism.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: running)
+    threads = []
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    names = [*determinism.PINNED, determinism.LEVEL_VARIABLE, determinism.OVERRIDDEN_VARIABLE]
+    for name in names:
         monkeypatch.delenv(name, raising=False)
-    before = dict(os.environ)
+    monkeypatch.delenv(determinism.KERNELS_VARIABLE, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the outer value, kept where the pin is too late
     assert determinism.pin_at_entry("gmc-grpo toy train") is None
-    assert dict(os.environ) == before
-    code = (
-        "import os; from gmc_grpo.determinism import pin_at_entry; pin_at_entry('x'); "
-        "print(os.environ.get('GMC_GRPO_CPU_PIN'))"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "GMC_GRPO_CPU_KERNELS"}
-    env["PYTHONPATH"] = str(ROOT)
-    fresh = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert fresh.stdout.strip() not in ("", "None")  # without torch loaded, the pin is set
+    if running == "AVX512":
+        assert os.environ.get("ATEN_CPU_CAPABILITY") is None
+        assert os.environ["OMP_NUM_THREADS"] == "2" and threads == []
+        assert determinism.LEVEL_VARIABLE not in os.environ
+    else:
+        assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
+        assert os.environ["OMP_NUM_THREADS"] == "1" and threads == [1]
 
 
 def test_the_digest_sees_one_bit_and_ignores_timings():
