@@ -84,7 +84,9 @@ MEASURES: dict[str, str] = {
     "greedy": "held-out accuracy, greedy (last evaluation)",
     "sampled": "held-out Pass@1, sampled (last evaluation)",
     # beside the rewards and Pass@1: answers scored incorrect because the scorer's comparison
-    # reached its CPU limit twice (`llm_runs.scoring`); "-" in runs recorded before the count
+    # reached its CPU limit twice (`llm_runs.scoring`); "-" where nothing was counted: a task
+    # scored by exact match, without a time-limited scorer (the tiny additions), or runs recorded
+    # before the count
     "reward_timeouts": "training responses scored incorrect after two scorer timeouts (run total)",
     "eval_timeouts": "held-out samples scored incorrect after two scorer timeouts (last "
     "evaluation, both decodings)",
