@@ -105,7 +105,10 @@ def verify_within(
     process's CPU time (module docstring: `ITIMER_PROF`, and `RLIMIT_CPU` for C code). Call it in
     the main thread (signal handlers run there)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    ceiling = math.ceil(cpu_seconds() + cpu_limit_s)
+    # one whole second past the timer's limit (module docstring): without it the kernel's limit
+    # could fall a few milliseconds after the timer's and kill the process while it handles the
+    # timer (found in the full test suite: pytest killed by SIGXCPU, exit 152)
+    ceiling = math.ceil(cpu_seconds() + cpu_limit_s) + 1
     if hard != resource.RLIM_INFINITY:
         ceiling = min(ceiling, hard)
     previous = signal.signal(signal.SIGPROF, _on_cpu_limit)

@@ -541,3 +541,29 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
     for pid in survivors:  # do not leave them spinning on the test machine
         os.kill(pid, signal.SIGKILL)
     assert not survivors, f"workers {survivors} outlived their killed parent"
+
+
+def test_the_kernel_cpu_limit_lies_a_second_past_the_timer(monkeypatch):
+    """`RLIMIT_CPU` is a backstop for C code: it must never fall just after the `ITIMER_PROF`
+    limit, or the kernel kills the process (SIGXCPU) while Python handles the timer. At 100.69 s
+    used and a 0.3 s limit the old ceiling was 101 s, 0.01 s past the timer."""
+    import resource
+
+    from llm_runs import scoring_worker
+
+    limits = []
+    real_setrlimit = resource.setrlimit
+
+    def record(kind, value):
+        if kind == resource.RLIMIT_CPU:
+            limits.append(value[0])
+        else:
+            real_setrlimit(kind, value)
+
+    monkeypatch.setattr(scoring_worker, "cpu_seconds", lambda: 100.69)
+    monkeypatch.setattr(scoring_worker.resource, "setrlimit", record)
+    monkeypatch.setattr(scoring_worker.resource, "getrlimit", lambda kind: (-1, -1))
+    monkeypatch.setattr(scoring_worker.resource, "RLIM_INFINITY", -1)
+    monkeypatch.setattr(scoring_worker, "verify_equivalent", lambda *args: True)
+    assert scoring_worker.verify_within("1", "1", 0.3) == (True, False)
+    assert limits[0] >= 100.69 + 0.3 + 1 and limits[-1] == -1  # restored afterwards
