@@ -659,7 +659,7 @@ PANEL_TITLES: dict[str, str] = {
     "removed_mass": r"removed mass (—) and its bound (- -)",
     "capped_frac": "capped fraction",
     "kl": r"$\mathrm{KL}(\pi_\theta\,\Vert\,\mu)$, 95% int.",
-    "drift": r"drift $\Vert\theta_n-\theta_{n-\tau}\Vert^2$ (—), pathwise bound (- -)",
+    "drift": r"drift $\Vert\theta_n-\theta_{n-\tau}\Vert^2$ (—), bound (- -)",
     "entropy_step": "entropy stabilisation step",
     "mismatch": "lag-0 engine/learner mismatch (nats)",
     "gap": "",
