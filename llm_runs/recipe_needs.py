@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m llm_runs.preflight",
+        prog="python -m llm_runs.recipe_needs",
         description="The least each paper recipe run needs per GPU and in /dev/shm (GiB; the "
         "memory model of llm_runs.memory, not a measurement): the table of docs/gpu.md.",
     )

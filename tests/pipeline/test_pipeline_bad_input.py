@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cli_table import run_in_process
 
 from gmc_grpo.records import RunWriter
 from pipeline import cli
@@ -282,17 +283,7 @@ def test_bad_input_is_one_line_and_exit_status_2(
     if any("{read_only}" in arg for arg in argv):
         unwritable = request.getfixturevalue("read_only")
         names["read_only"] = str(unwritable)
-    filled = []
-    for arg in argv:
-        for name, value in names.items():
-            arg = arg.replace("{" + name + "}", value)
-        filled.append(arg)
-    try:
-        code = cli.main(filled)
-    except SystemExit as stop:  # argparse's own errors
-        code = stop.code
-    captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
+    code, captured, lines = run_in_process(argv, names, capsys)
     assert code == 2, captured
     assert "Traceback" not in captured.err + captured.out
     assert lines, captured

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_table import run_in_process
 
 from gmc_grpo.records import RunWriter
 from pipeline import cli
@@ -112,17 +113,7 @@ def test_probe_is_one_line_with_its_exit_code_and_writes_nothing(
     if argv[0] in ("toy", "llm") and "--out" not in argv:
         argv = [*argv, "--out", "{out}"]
     names = {**places, "out": str(out)}
-    filled = []
-    for arg in argv:
-        for name, value in names.items():
-            arg = arg.replace("{" + name + "}", value)
-        filled.append(arg)
-    try:
-        got = cli.main(filled)
-    except SystemExit as stop:
-        got = stop.code
-    captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if line.strip()]
+    got, captured, lines = run_in_process(argv, names, capsys)
     assert got == code, captured
     assert "Traceback" not in captured.err + captured.out
     assert len(lines) == 1, lines
