@@ -20,7 +20,7 @@ VERL_PIN ?= verl==0.9.1
 # does not bring (the project's `verl` extra lists them too); pinned to the versions tested.
 VERL_TRAINER_PINS := transferqueue==0.1.11 cachetools==8.0.2 uvicorn==0.54.0 fastapi==0.165.0
 
-.PHONY: venv verl-venv test test-main test-verl test-all reproduce bench lint format clean explorer notebooks docs docs-serve
+.PHONY: venv verl-venv test test-main test-verl test-all reproduce snapshot bench lint format clean explorer notebooks docs docs-serve
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,11 @@ test-all: venv
 
 reproduce: venv
 	$(BIN)/gmc-grpo reproduce --out $(RESULTS)
+
+# copy the finished reproduce's REPORT.md and headlines into snapshot/ (what the README quotes;
+# tests/pipeline/test_pipeline_snapshot.py checks the README's headline numbers against it)
+snapshot: venv
+	$(BIN)/python -m pipeline.snapshot --results $(RESULTS)
 
 bench: venv
 	$(BIN)/python bench/bench_losses.py
