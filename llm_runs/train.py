@@ -104,7 +104,7 @@ from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
 from llm_runs.bounds import BoundTracker
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
-from llm_runs.evaluator import Evaluator
+from llm_runs.evaluation.during_training import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
 from llm_runs.models import (
     check_learner,

@@ -40,7 +40,7 @@ from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import base_seed, stream_seed
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
-from llm_runs.eval_config import EvalConfig
+from llm_runs.evaluation.config import EvalConfig
 from llm_runs.metrics import PASS_AT_K, avg_at_n, macro_average, mean_pass_at_k
 from llm_runs.model_files import check_model_dir, resolve_model
 from llm_runs.scoring import Scorer, extract_last_boxed

@@ -11,7 +11,7 @@ from typing import Any
 
 from gmc_grpo.configs import check_field_types
 from llm_runs.data import BENCHMARKS
-from llm_runs.eval_config import DTYPES, ENGINES, EvalConfig, read_config_file
+from llm_runs.evaluation.config import DTYPES, ENGINES, EvalConfig, read_config_file
 
 DESCRIPTION = """Evaluate a model on the six benchmarks of Appendix B.1: greedy accuracy, avg@n
 (n = 16 for MATH500/Minerva/AMC23, 8 for GSM8K/Gaokao/OlympiadBench), unbiased pass@k
@@ -161,7 +161,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 def run(args: argparse.Namespace) -> int:
     """Entry point of `gmc-grpo llm eval`."""
     config = config_from_args(args)
-    from llm_runs.evaluate import run_eval
+    from llm_runs.evaluation.protocol import run_eval
 
     summary = run_eval(config)
     for decoding, macro in summary["macro"].items():
