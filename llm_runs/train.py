@@ -272,7 +272,7 @@ class Trainer:
         engine = self._make_engine(model_dir)
         self.scorer = None
         if config.reward == "math_verify" or (self.eval_sets and config.task == "math"):
-            from llm_runs.scoring import Scorer
+            from llm_runs.scoring.pool import Scorer
 
             self.scorer = Scorer()
         pad = self.tokenizer.pad_token_id

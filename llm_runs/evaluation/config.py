@@ -13,7 +13,7 @@ from gmc_grpo.records import MAX_NESTING, NestingError, check_nesting
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
-from llm_runs.scoring import check_decimal_rel_tol
+from llm_runs.scoring.pool import check_decimal_rel_tol
 
 DECODINGS: tuple[str, ...] = ("greedy", "sampled")
 # Prompts per engine call: one progress-bar step, and part of the sampling seed (chunk `i` of a

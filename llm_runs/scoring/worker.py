@@ -2,7 +2,7 @@
 
 Started by `llm_runs.scoring.Scorer` as
 
-    python -m llm_runs.scoring_worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
+    python -m llm_runs.scoring.worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
 
 so nothing re-imports the caller's `__main__` (multiprocessing's spawn start method does, and
 fails in a script without an `if __name__ == "__main__":` guard). The two file descriptors are
@@ -202,7 +202,7 @@ def serve(requests: Connection, replies: Connection) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m llm_runs.scoring_worker` (arguments: module docstring)."""
+    """Entry point of `python -m llm_runs.scoring.worker` (arguments: module docstring)."""
     args = sys.argv[1:] if argv is None else argv
     request_fd, reply_fd, parent_pid, memory_mb = (int(a) for a in args)
     _die_with_parent(parent_pid)

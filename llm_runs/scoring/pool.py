@@ -23,7 +23,7 @@ Model text is untrusted. The rules this module keeps:
   incorrect and is counted (`ScoreStats.timeouts`), and the trainer and the evaluation report
   the count beside every reward mean and Pass@1. A wall-clock limit far above the CPU limit
   (`wall_limit_s`) is kept only as a backstop. Each worker also has an address-space limit
-  (`RLIMIT_AS`). Workers are started as `python -m llm_runs.scoring_worker` (nothing
+  (`RLIMIT_AS`). Workers are started as `python -m llm_runs.scoring.worker` (nothing
   re-imports the caller's `__main__`) and exit when the parent dies.
 - Answers longer than `MAX_ANSWER_CHARS` are never handed to sympy (only compared as strings).
 
@@ -518,7 +518,7 @@ class ScoreStats:
 
 # The folder that holds the `llm_runs` package: workers start there so `python -m` finds the
 # same copy of the package as the parent, installed or not.
-_PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class _Launcher:
@@ -566,7 +566,7 @@ _LAUNCHER = _Launcher()
 
 
 class _Worker:
-    """One worker process (`python -m llm_runs.scoring_worker`) and the parent's pipe ends."""
+    """One worker process (`python -m llm_runs.scoring.worker`) and the parent's pipe ends."""
 
     def __init__(self, memory_mb: int, start_timeout: float) -> None:
         request_read, request_write = os.pipe()
@@ -574,7 +574,7 @@ class _Worker:
         args = [
             sys.executable,
             "-m",
-            "llm_runs.scoring_worker",
+            "llm_runs.scoring.worker",
             str(request_read),
             str(reply_write),
             str(os.getpid()),
@@ -674,7 +674,7 @@ class Scorer:
         number within that relative difference, `|a - b| <= tol * max(|a|, |b|)` (e.g. 1e-5
         accepts all three). Two plain decimals are always compared exactly (docs/scoring.md).
 
-    Workers are separate Python processes (`python -m llm_runs.scoring_worker`), so a script
+    Workers are separate Python processes (`python -m llm_runs.scoring.worker`), so a script
     needs no `if __name__ == "__main__":` guard, and they exit when this process dies. Use as a
     context manager, or call `close()`. Thread-safe (one batch at a time).
     """
