@@ -39,8 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_learner_step's model shapes
 
+from gmc_grpo.lr_schedule import CosineWithWarmup  # noqa: E402
 from gmc_grpo.methods import MethodSettings, get_method  # noqa: E402
-from gmc_grpo.schedules import CosineWithWarmup  # noqa: E402
 from llm_runs.learner import (  # noqa: E402
     Learner,
     LearnerSettings,

@@ -86,6 +86,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.configs import resolve_aliases
+from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.records import (
     METRIC_NAMES,
     RunWriter,
@@ -97,7 +98,6 @@ from gmc_grpo.records import (
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config
 from gmc_grpo.runlock import run_lock
-from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt

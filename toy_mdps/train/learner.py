@@ -78,8 +78,8 @@ from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
+from gmc_grpo.lr_schedule import cosine_lr, warmup_steps_for
 from gmc_grpo.methods import get_method
-from gmc_grpo.schedules import cosine_lr, warmup_steps_for
 from gmc_grpo.seeding import SEEDING, check_seeding, stream_seed, torch_generator
 from gmc_grpo.staleness import (
     Schedule,
