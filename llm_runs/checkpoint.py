@@ -45,7 +45,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from gmc_grpo.checkpoints import (
+from gmc_grpo.records import atomic_write_json, read_json
+from gmc_grpo.state_files import (
     CHECKPOINT_DIR,
     check_json_state,
     flatten_state,
@@ -56,7 +57,6 @@ from gmc_grpo.checkpoints import (
     step_dir_name,
     unflatten_state,
 )
-from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import Rollout, TrajectoryBatch, batch_from, tensors_of
 from llm_runs.model_files import (  # noqa: F401 (re-exported: model resolution lives there)
     MODEL_COPY_DIR,

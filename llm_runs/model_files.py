@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gmc_grpo.checkpoints import CHECKPOINT_DIR
+from gmc_grpo.state_files import CHECKPOINT_DIR
 
 #: folder of a run's bfloat16 model copies (`llm_runs.checkpoint.save_checkpoint(...,
 #: model_copy_dtype=...)`)
@@ -57,7 +57,7 @@ def check_model_dir(model_dir: str | Path) -> Path:
             "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir)` writes "
             "model.safetensors"
         )
-    from gmc_grpo.checkpoints import check_safetensors_file
+    from gmc_grpo.state_files import check_safetensors_file
 
     for weights in sorted(path.glob("*.safetensors")):
         check_safetensors_file(weights)  # a pickle under a safetensors name is refused here

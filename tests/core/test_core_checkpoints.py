@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gmc_grpo.checkpoints import (
+from gmc_grpo.state_files import (
     CheckpointError,
     check_safetensors_file,
     flatten_state,

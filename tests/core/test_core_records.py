@@ -276,8 +276,8 @@ def _mode(path) -> int:
 
 @pytest.mark.parametrize(("mask", "want"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_records_get_the_mode_of_a_plain_open(tmp_path, mask, want):
-    from gmc_grpo.checkpoints import save_step_folder, write_state
     from gmc_grpo.filemodes import current_umask, plain_mode
+    from gmc_grpo.state_files import save_step_folder, write_state
 
     with _umask(mask):
         assert current_umask() == mask and plain_mode() == want

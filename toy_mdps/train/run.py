@@ -44,16 +44,6 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.checkpoints import (
-    latest_checkpoint,
-    list_checkpoints,
-    pickled_files,
-    read_state,
-    remove_checkpoints,
-    save_step_folder,
-    step_dir_name,
-    write_state,
-)
 from gmc_grpo.records import (
     RecordGapError,
     RecordsExistError,
@@ -70,6 +60,16 @@ from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differenc
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import check_seeding
 from gmc_grpo.staleness import get_schedule, lag_statistics
+from gmc_grpo.state_files import (
+    latest_checkpoint,
+    list_checkpoints,
+    pickled_files,
+    read_state,
+    remove_checkpoints,
+    save_step_folder,
+    step_dir_name,
+    write_state,
+)
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
