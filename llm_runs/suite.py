@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import resolve_aliases
+from gmc_grpo.config_reading import resolve_aliases
 from gmc_grpo.records import (
     atomic_write_json,
     atomic_write_text,

@@ -85,7 +85,7 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.configs import resolve_aliases
+from gmc_grpo.config_reading import resolve_aliases
 from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.records import (
     METRIC_NAMES,

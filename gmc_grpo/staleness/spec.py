@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.config_reading import check_choice, config_error
 from gmc_grpo.defaults import (
     DEFAULT_NUM_WORKERS,
     PAPER_GROUPS_PER_BATCH,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gmc_grpo.configs import check_field_types
+from gmc_grpo.config_reading import check_field_types
 from llm_runs.data import BENCHMARKS
 from llm_runs.evaluation.config import DTYPES, ENGINES, EvalConfig, read_config_file
 

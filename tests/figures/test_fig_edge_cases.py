@@ -232,7 +232,7 @@ def test_missing_rows_are_reported_and_the_rest_drawn(tmp_path: Path, capsys) ->
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     """A BOM (as Windows editors save UTF-8) is read past, in records and in config files,
     instead of json's "Unexpected UTF-8 BOM (decode using utf-8-sig)"."""
-    from gmc_grpo.configs import read_json_config
+    from gmc_grpo.config_reading import read_json_config
     from llm_runs.evaluation.config import read_config_file
     from toy_mdps.train.config import ExperimentConfig
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmc_grpo.configs import (
+from gmc_grpo.config_reading import (
     check_choice,
     check_field_names,
     config_error,
