@@ -102,7 +102,7 @@ from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
-from llm_runs.bounds import BoundTracker
+from llm_runs.bound_tracking import BoundTracker
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
 from llm_runs.evaluation.during_training import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
