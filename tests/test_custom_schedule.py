@@ -36,7 +36,7 @@ from gmc_grpo.staleness import (  # noqa: E402
     register_schedule,
     unregister_schedule,
 )
-from toy_mdps.train.bounds import pending_versions  # noqa: E402
+from toy_mdps.train.bound_measurement import pending_versions  # noqa: E402
 from toy_mdps.train.config import TrainConfig  # noqa: E402
 from toy_mdps.train.learner import AsyncLearner  # noqa: E402
 

@@ -11,7 +11,7 @@ import torch
 from gmc_grpo.records import METRIC_NAMES, read_jsonl
 from toy_mdps.exact import exact_gradient, exact_kl, log_policy_table
 from toy_mdps.statistics import exact_estimator_moments
-from toy_mdps.train.bounds import BoundTracker, pending_versions
+from toy_mdps.train.bound_measurement import BoundTracker, pending_versions
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.learner import AsyncLearner
 from toy_mdps.train.run import train

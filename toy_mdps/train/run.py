@@ -73,7 +73,7 @@ from gmc_grpo.state_files import (
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
-from toy_mdps.train.bounds import BoundTracker
+from toy_mdps.train.bound_measurement import BoundTracker
 from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
 
