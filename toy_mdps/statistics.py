@@ -41,7 +41,7 @@ from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import PolicyLossConfig, gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import normal_quantile
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     exact_gradient,
     log_policy_table,
     logit_gradient,

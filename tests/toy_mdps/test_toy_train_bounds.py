@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gmc_grpo.records import METRIC_NAMES, read_jsonl
-from toy_mdps.exact import exact_gradient, exact_kl, log_policy_table
+from toy_mdps.enumeration import exact_gradient, exact_kl, log_policy_table
 from toy_mdps.statistics import exact_estimator_moments
 from toy_mdps.train.bound_measurement import BoundTracker, pending_versions
 from toy_mdps.train.config import TrainConfig

@@ -41,7 +41,7 @@ from gmc_grpo.resume import ResumeConfigError, config_differences
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import check_seeding, stream_seed
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     coverage_constant,
     exact_chi_square,
     exact_gradient,
