@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.json_files import RecordFileError, read_json
 from gmc_grpo.records import (
     RECORD_FILES,
-    RecordFileError,
     RunRecord,
     describe_missing,
     missing_metric_rows,
-    read_json,
     read_run,
 )
 

@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from gmc_grpo.records import atomic_write_json, read_json
+from gmc_grpo.json_files import atomic_write_json, read_json
 from gmc_grpo.state_files import (
     CHECKPOINT_DIR,
     check_json_state,

@@ -86,6 +86,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.config_reading import resolve_aliases
+from gmc_grpo.json_files import read_jsonl
 from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.records import (
     METRIC_NAMES,
@@ -93,7 +94,6 @@ from gmc_grpo.records import (
     check_fresh_run_dir,
     check_records_reach,
     complete_steps,
-    read_jsonl,
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config

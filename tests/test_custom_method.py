@@ -28,8 +28,8 @@ from plugin_cli import run_cli_with_plugin  # noqa: E402
 
 from examples import soft_gmc  # noqa: E402  (registers "soft_gmc" on import)
 from gmc_grpo.estimators import coefficients  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from gmc_grpo.methods import MethodSettings, MethodSpec, register_method, unregister_method  # noqa: E402
-from gmc_grpo.records import read_jsonl  # noqa: E402
 from toy_mdps.reference import loop_gradient_estimates  # noqa: E402
 from toy_mdps.statistics import gradient_estimates, sample_groups  # noqa: E402
 from toy_mdps.sweep.config import SweepConfig  # noqa: E402

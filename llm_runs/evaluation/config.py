@@ -9,7 +9,7 @@ from typing import Any
 
 from gmc_grpo.config_reading import check_field_types, read_json_config
 from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, check_number, check_seed
-from gmc_grpo.records import MAX_NESTING, NestingError, check_nesting
+from gmc_grpo.json_files import MAX_NESTING, NestingError, check_nesting
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES

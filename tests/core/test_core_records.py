@@ -13,14 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gmc_grpo.json_files import atomic_write_json, read_json, read_jsonl
 from gmc_grpo.records import (
     RECORD_SCHEMA,
     RecordSchemaError,
     RecordsExistError,
     RunWriter,
-    atomic_write_json,
-    read_json,
-    read_jsonl,
     read_run,
 )
 

@@ -214,7 +214,7 @@ def test_a_registered_method_with_a_bound_appears_as_in_the_sweep(tmp_path: Path
          "methods": ["gmc", "user_gmc"], "figures": False}
     )  # fmt: skip
     rows = run_sweep(config, tmp_path / "sweep", progress=False)
-    from gmc_grpo.records import read_json
+    from gmc_grpo.json_files import read_json
 
     claims = read_json(tmp_path / "sweep" / "summary.json")["claims"]
     assert "user_gmc_removed_mass_below_kl_bound" in claims

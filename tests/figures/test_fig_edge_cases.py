@@ -16,7 +16,8 @@ from fig_records import write_toy_train_run, write_train_run
 from figures import llm
 from figures.cli import main, write_all
 from figures.discover import discover
-from gmc_grpo.records import BOM, read_json, read_jsonl, read_run
+from gmc_grpo.json_files import BOM, read_json, read_jsonl
+from gmc_grpo.records import read_run
 
 
 def _lines(text: str) -> list[str]:

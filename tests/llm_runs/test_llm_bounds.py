@@ -14,7 +14,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from llm_train_checks import TINY, one_thread, quiet, tiny_config  # noqa: E402,F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs import bound_tracking  # noqa: E402
 from llm_runs.bound_tracking import BoundTracker, response_kl, sample_responses, stratified_mean  # noqa: E402
 from llm_runs.train import train  # noqa: E402

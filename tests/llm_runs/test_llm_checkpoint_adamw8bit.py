@@ -18,7 +18,7 @@ bnb = pytest.importorskip("bitsandbytes", reason="the 8-bit AdamW tests need bit
 from llm_train_checks import one_thread, strip  # noqa: E402, F401
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from gmc_grpo.state_files import CheckpointError, check_json_state, read_safetensors  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
 from llm_runs.learner import BNB_MIN_8BIT_SIZE, bitsandbytes_8bit_failure  # noqa: E402

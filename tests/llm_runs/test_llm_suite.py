@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import CPU_RUN, one_thread, quiet  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.suite import (  # noqa: E402
     SuiteConfig,
     analyse_records,

@@ -12,7 +12,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import cpu_config, one_thread  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3  # noqa: E402
 from llm_runs.train import train  # noqa: E402

@@ -36,7 +36,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    from gmc_grpo import records
+    from gmc_grpo import json_files, records
 
     count = {"n": 0}
     at, mode = plan.get("at"), plan.get("mode", "kill")
@@ -60,7 +60,7 @@ def main() -> int:
     def append(self, name, row):  # noqa: ANN001
         if is_hit():
             if mode != "kill":  # a torn line: half of it reaches the file
-                text = records.to_json(row) + "\n"
+                text = json_files.to_json(row) + "\n"
                 with open(self.path / name, "a", encoding="utf-8") as handle:
                     handle.write(text[: len(text) // 2])
             fail(self.path / name)

@@ -160,7 +160,7 @@ def test_a_full_disk_is_one_line_naming_the_checkpoint_and_the_rerun_continues(
     import safetensors.torch
     from safetensors import SafetensorError
 
-    from gmc_grpo.records import read_jsonl
+    from gmc_grpo.json_files import read_jsonl
 
     straight, full = tmp_path / "straight", tmp_path / "full"
     assert cli.main([*TOY, "--out", str(straight)]) == 0

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.records import METRIC_NAMES, read_jsonl
+from gmc_grpo.json_files import read_jsonl
+from gmc_grpo.records import METRIC_NAMES
 from toy_mdps.enumeration import exact_gradient, exact_kl, log_policy_table
 from toy_mdps.statistics import exact_estimator_moments
 from toy_mdps.train.bound_measurement import BoundTracker, pending_versions

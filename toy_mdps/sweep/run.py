@@ -27,14 +27,13 @@ from typing import Any
 import torch
 
 from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.json_files import atomic_write_text, read_jsonl
 from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
 from gmc_grpo.records import (
     RecordsExistError,
     RunWriter,
-    atomic_write_text,
     check_same_kind,
     erased_text,
-    read_jsonl,
     read_run_config,
 )
 from gmc_grpo.resume import ResumeConfigError, config_differences

@@ -44,16 +44,14 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.json_files import atomic_write_json, read_json, read_jsonl
 from gmc_grpo.records import (
     RecordGapError,
     RecordsExistError,
     RunWriter,
-    atomic_write_json,
     check_records_reach,
     check_same_kind,
     erased_text,
-    read_json,
-    read_jsonl,
     read_run_config,
 )
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
