@@ -38,7 +38,8 @@ from llm_runs.data import BENCHMARKS, Problem, load_benchmark
 from llm_runs.evaluation.config import EvalConfig
 from llm_runs.metrics import PASS_AT_K, avg_at_n, macro_average, mean_pass_at_k
 from llm_runs.model_files import check_model_dir, resolve_model
-from llm_runs.scoring.pool import Scorer, extract_last_boxed
+from llm_runs.scoring.answers import extract_last_boxed
+from llm_runs.scoring.pool import Scorer
 
 if TYPE_CHECKING:
     from llm_runs.engines.base import Prompt, RolloutEngine, Sample, SamplingConfig

@@ -20,19 +20,17 @@ from hypothesis import strategies as st
 
 pytest.importorskip("math_verify")
 
-from llm_runs.scoring.pool import (  # noqa: E402
+from llm_runs.scoring.answers import (  # noqa: E402
     MAX_ANSWER_CHARS,
-    Scorer,
     compare_locally,
     exact_decimals,
     extract_last_boxed,
-    is_correct,
     is_decimal_number,
     normalize_answer,
-    score_batch,
     split_choice,
     split_unit,
 )
+from llm_runs.scoring.pool import Scorer, is_correct, score_batch  # noqa: E402
 
 # ---------------------------------------------------------------- extraction
 
