@@ -105,7 +105,7 @@ ROLLOUT_FREE_FIELDS = frozenset(
         "keep_checkpoints",
         "log_to",
         "wandb_project",
-        # the bound tracker measures, it changes no rollout (`llm_runs.bounds`)
+        # the bound tracker measures, it changes no rollout (`llm_runs.bound_tracking`)
         "track_bounds_every",
         "track_bounds_samples",
     }

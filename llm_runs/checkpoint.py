@@ -88,7 +88,7 @@ def _optimizer_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor
     """Split an optimizer's `state_dict()` into tensors (for `optimizer.safetensors`, each under
     the dotted path where it sat, `state.<param>.<key>[.<inner key>...]`) and a JSON manifest.
 
-    Recursive (`gmc_grpo.checkpoints.flatten_state`): bitsandbytes >= 0.49.2 nests the 8-bit
+    Recursive (`gmc_grpo.state_files.flatten_state`): bitsandbytes >= 0.49.2 nests the 8-bit
     states of each parameter (`state1`, `state2`, `absmax*`, `qmap*`) in a dict under
     `"__bnb_optimizer_quant_state__"`, torch's AdamW keeps them at the top level; both land in
     safetensors. `check_json_state` refuses a manifest that would still hold a tensor.

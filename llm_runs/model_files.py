@@ -5,7 +5,7 @@
 
 `gmc-grpo llm train` and `llm eval` call them before torch loads, so a wrong `--model` is
 refused in a fraction of a second (issues 32, 36: it used to wait 3-6 s for torch); the loaders
-(`llm_runs.engines`, `llm_runs.train`, `llm_runs.evaluate`, `llm_runs.checkpoint`) call them
+(`llm_runs.engines`, `llm_runs.train`, `llm_runs.evaluation.protocol`, `llm_runs.checkpoint`) call them
 again before they read a file. `llm_runs.tiny` re-exports `check_model_dir` and
 `PICKLED_WEIGHT_SUFFIXES`, `llm_runs.checkpoint` `resolve_model`, `step_from_name` and
 `MODEL_COPY_DIR`.

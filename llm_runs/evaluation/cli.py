@@ -1,7 +1,7 @@
-"""`gmc-grpo llm eval`: the command line of the evaluation (`llm_runs.evaluate.run_eval`).
+"""`gmc-grpo llm eval`: the command line of the evaluation (`llm_runs.evaluation.protocol.run_eval`).
 
 Flags override the fields of a TOML/JSON config file (`--config`); defaults come from
-`llm_runs.eval_config.EvalConfig`, whose fields document themselves.
+`llm_runs.evaluation.config.EvalConfig`, whose fields document themselves.
 """
 
 from __future__ import annotations

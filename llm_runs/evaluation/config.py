@@ -76,7 +76,7 @@ class EvalConfig:
     scorer_timeout_s: float = 5.0
     """limit on the CPU time (seconds) of one answer comparison, counted in its worker; one that
     reaches it is retried once at twice the limit, then counted incorrect and in the evaluation
-    row's `scoring_timeouts` (`llm_runs.scoring.Scorer`)."""
+    row's `scoring_timeouts` (`llm_runs.scoring.pool.Scorer`)."""
     scorer_memory_mb: int = 2048
     """address-space limit of each scoring process."""
     scorer_decimal_rel_tol: float | None = None

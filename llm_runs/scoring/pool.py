@@ -201,7 +201,7 @@ class _Worker:
 
     def killed_by_cpu_limit(self) -> bool:
         """Whether the process ended from `RLIMIT_CPU` (`SIGXCPU`: a comparison stuck in C code
-        past its CPU limit; `llm_runs.scoring_worker`)."""
+        past its CPU limit; `llm_runs.scoring.worker`)."""
         try:
             code = self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:

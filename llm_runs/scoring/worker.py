@@ -1,6 +1,6 @@
 """The scoring worker process: math-verify equivalence of answer pairs, one at a time.
 
-Started by `llm_runs.scoring.Scorer` as
+Started by `llm_runs.scoring.pool.Scorer` as
 
     python -m llm_runs.scoring.worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
 
@@ -127,7 +127,7 @@ def verify_within(
 def verify_equivalent(reference: str, prediction: str, tolerance: float | None = None) -> bool:
     """math-verify equivalence of two answers, gold (reference) first.
 
-    The parent hands decimals over as exact fractions (`llm_runs.scoring.exact_decimals`), so
+    The parent hands decimals over as exact fractions (`llm_runs.scoring.answers.exact_decimals`), so
     math-verify's float rounding does not apply. `tolerance` (the parent sets it only when one
     whole answer is a decimal): when they are not equal, two single real numbers within that
     relative difference, `|a - b| <= tolerance * max(|a|, |b|)`, also count as equal.

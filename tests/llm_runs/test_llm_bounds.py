@@ -1,4 +1,4 @@
-"""The bound tracker of LLM runs (`llm_runs.bounds`): exact drifts, an unbiased KL estimator with
+"""The bound tracker of LLM runs (`llm_runs.bound_tracking`): exact drifts, an unbiased KL estimator with
 its interval, and training records left unchanged."""
 
 from __future__ import annotations

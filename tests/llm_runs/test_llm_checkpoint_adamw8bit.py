@@ -1,6 +1,6 @@
 """Checkpoints hold any optimizer's state (issue 32): bitsandbytes >= 0.49.2 nests its 8-bit
 AdamW states in a dict under `"__bnb_optimizer_quant_state__"`; the checkpoint flattens the state
-recursively (`gmc_grpo.checkpoints.flatten_state`), stores every tensor in safetensors and
+recursively (`gmc_grpo.state_files.flatten_state`), stores every tensor in safetensors and
 refuses to write a tensor as JSON. Run with the real `bitsandbytes.optim.AdamW8bit` on the CPU
 (its CPU kernels, bitsandbytes >= 0.49): save, resume, and the next update equals an
 uninterrupted run's; `gmc-grpo llm train --set optimizer=adamw8bit` end to end, resumed."""

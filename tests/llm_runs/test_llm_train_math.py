@@ -1,6 +1,6 @@
 """The paper's task path on a tiny model: MATH train from local files, the two-shot prompt
 truncated to `max_prompt_tokens`, the math-verify scorer, periodic MATH500 evaluation through
-`llm_runs.evaluate`; and (slow, needs vllm) the same loop with the vLLM engine."""
+`llm_runs.evaluation.protocol`; and (slow, needs vllm) the same loop with the vLLM engine."""
 
 from __future__ import annotations
 

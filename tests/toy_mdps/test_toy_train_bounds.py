@@ -1,4 +1,4 @@
-"""Bound tracking of toy learners (`toy_mdps.train.bounds`): every recorded quantity against an
+"""Bound tracking of toy learners (`toy_mdps.train.bound_measurement`): every recorded quantity against an
 independent computation, the learner left untouched, resumption, and the config checks."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ over seeds; when a batch mixes lags (the worker schedule) also each seed's `lag_
 its groups, and
 with `drift_max_lag > 0` the delay-regularity record `delay_regularity`), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
 `AsyncLearner.state_dict()` returns -- parameters, Adam moments, schedules with their queued
-batches, generator states, the method's state -- through `gmc_grpo.checkpoints`, so nothing is
+batches, generator states, the method's state -- through `gmc_grpo.state_files`, so nothing is
 unpickled), written atomically every `checkpoint_every` steps and at the end (the newest one is
 kept: it lets `--extend-to` continue a finished run).
 
