@@ -1,7 +1,7 @@
 """Find run directories and say what each holds (reads `config.json` and the JSONL records only).
 
 A run directory is one with a `config.json` of the form `{"config": {...}, "environment": {...}}`
-(`gmc_grpo.records.RunWriter`); Hugging Face model folders (also with a `config.json`) and the
+(`gmc_grpo.run_writer.RunWriter`); Hugging Face model folders (also with a `config.json`) and the
 `checkpoints/`, `outputs/`, `base_model/` and `cache/` subtrees are skipped.
 
 Kinds:

@@ -61,7 +61,8 @@ from typing import Any
 
 from gmc_grpo.config_reading import resolve_aliases
 from gmc_grpo.json_files import atomic_write_json, atomic_write_text, read_json_object
-from gmc_grpo.records import environment_info, read_run, record_gaps
+from gmc_grpo.records import read_run, record_gaps
+from gmc_grpo.run_writer import environment_info
 from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
 from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval

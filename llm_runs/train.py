@@ -88,15 +88,9 @@ import torch
 from gmc_grpo.config_reading import resolve_aliases
 from gmc_grpo.json_files import read_jsonl
 from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for
-from gmc_grpo.records import (
-    METRIC_NAMES,
-    RunWriter,
-    check_fresh_run_dir,
-    check_records_reach,
-    complete_steps,
-    read_run_config,
-)
+from gmc_grpo.records import METRIC_NAMES, check_records_reach, complete_steps, read_run_config
 from gmc_grpo.resume import ResumeRequest, check_resume_config
+from gmc_grpo.run_writer import RunWriter, check_fresh_run_dir
 from gmc_grpo.runlock import run_lock
 from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule

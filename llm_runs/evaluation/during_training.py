@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.seeding import base_seed
 from llm_runs.config import TrainConfig
 from llm_runs.evaluation.config import EVAL_BATCH_SIZE

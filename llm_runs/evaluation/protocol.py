@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gmc_grpo.json_files import atomic_write_text, read_jsonl, to_json
-from gmc_grpo.records import RunWriter, read_run_config
+from gmc_grpo.records import read_run_config
+from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import base_seed, stream_seed
 from llm_runs import prompts as prompt_lib

@@ -226,7 +226,7 @@ def test_tracked_llm_runs_give_drift_the_tracker_kl_and_the_mismatch(tmp_path: P
     other step here), the drift and its pathwise bound are their steady-state means, the lag-0
     mismatch its mean where logged; the drift checks report the drift / pathwise ratio and the
     smallest L that step 3 needs, 2 KL / (T drift), as measurements."""
-    from gmc_grpo.records import RunWriter
+    from gmc_grpo.run_writer import RunWriter
 
     for delay in (0, 4, 8):
         path = tmp_path / f"gmc-{delay}"

@@ -89,7 +89,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, object]:
             )  # fmt: skip
     write_toy_train_run(root, "toy", delays=(0,), steps=6)
     sweep = root / "sweep"
-    from gmc_grpo.records import RunWriter
+    from gmc_grpo.run_writer import RunWriter
 
     with RunWriter(sweep, {"delays": [0, 4], "name": "mine"}) as writer:
         writer.write_summary({})

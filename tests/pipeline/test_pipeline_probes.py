@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_table import run_in_process
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from pipeline import cli
 
 DEEP = "[" * 100_000 + "]" * 100_000  # nested 100,000 deep: Python's parser recurses on it

@@ -45,16 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.json_files import atomic_write_json, read_json, read_jsonl
-from gmc_grpo.records import (
-    RecordGapError,
-    RecordsExistError,
-    RunWriter,
-    check_records_reach,
-    check_same_kind,
-    erased_text,
-    read_run_config,
-)
+from gmc_grpo.records import RecordGapError, check_records_reach, read_run_config
 from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
+from gmc_grpo.run_writer import RecordsExistError, RunWriter, check_same_kind, erased_text
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import check_seeding
 from gmc_grpo.staleness import get_schedule, lag_statistics
