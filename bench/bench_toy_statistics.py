@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.losses import PolicyLossConfig
-from toy_mdps.exact import log_policy_table, response_token_logprobs
+from toy_mdps.enumeration import log_policy_table, response_token_logprobs
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.reference import loop_gradient_estimates, minibatch_gradient_estimates
 from toy_mdps.statistics import gradient_estimates, sample_groups

@@ -477,7 +477,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def write_results(out: Path, results: dict) -> None:
     """Write the rows so far (atomically: a crash mid-write leaves the previous file)."""
-    from gmc_grpo.records import atomic_write_json
+    from gmc_grpo.json_files import atomic_write_json
 
     atomic_write_json(out, results)
 

@@ -39,8 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_learner_step's model shapes
 
+from gmc_grpo.lr_schedule import CosineWithWarmup  # noqa: E402
 from gmc_grpo.methods import MethodSettings, get_method  # noqa: E402
-from gmc_grpo.schedules import CosineWithWarmup  # noqa: E402
 from llm_runs.learner import (  # noqa: E402
     Learner,
     LearnerSettings,
@@ -159,7 +159,8 @@ def table_rows(results: dict) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> dict:
+def _parser() -> argparse.ArgumentParser:
+    """The flags of this measurement (`--help` lists them)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -195,6 +196,11 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--peak-tflops", type=float, default=790.0, help="MFU denominator")
     parser.add_argument("--out", default="gpu_trainer_step.json")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = _parser()
     args = parser.parse_args(argv)
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():

@@ -64,7 +64,7 @@ def main() -> int:
 
     import llm_runs.arithmetic
     import llm_runs.engines.hf  # noqa: F401
-    import llm_runs.evaluator
+    import llm_runs.evaluation.during_training
     import llm_runs.learner
     import llm_runs.models
     import llm_runs.rollouts
@@ -76,7 +76,7 @@ def main() -> int:
     producer = llm_runs.rollouts.RolloutProducer
     producer._produce = _timed("rollouts", producer._produce)
     llm_runs.learner.Learner.step = _timed("learner", llm_runs.learner.Learner.step)
-    evaluator = llm_runs.evaluator.Evaluator
+    evaluator = llm_runs.evaluation.during_training.Evaluator
     evaluator.evaluate = _timed("evaluation", evaluator.evaluate)
     llm_runs.train.Trainer.save = _timed("checkpoint", llm_runs.train.Trainer.save)
     code = cli_main(argv)

@@ -1,7 +1,7 @@
 """Find run directories and say what each holds (reads `config.json` and the JSONL records only).
 
 A run directory is one with a `config.json` of the form `{"config": {...}, "environment": {...}}`
-(`gmc_grpo.records.RunWriter`); Hugging Face model folders (also with a `config.json`) and the
+(`gmc_grpo.run_writer.RunWriter`); Hugging Face model folders (also with a `config.json`) and the
 `checkpoints/`, `outputs/`, `base_model/` and `cache/` subtrees are skipped.
 
 Kinds:
@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.json_files import RecordFileError, read_json
 from gmc_grpo.records import (
     RECORD_FILES,
-    RecordFileError,
     RunRecord,
     describe_missing,
     missing_metric_rows,
-    read_json,
     read_run,
 )
 

@@ -47,7 +47,7 @@ claim is GMC's bias shrinks with G and TIC's does not"""
 
 def load_results(path: str | Path) -> Rows:
     """Rows of a sweep: a run directory (its `metrics.jsonl`) or a `metrics.jsonl` file."""
-    from gmc_grpo.records import read_jsonl
+    from gmc_grpo.json_files import read_jsonl
 
     path = Path(path)
     if path.is_dir():
@@ -160,7 +160,7 @@ class SweepRecords:
 
 def load_sweep(run_dir: str | Path) -> SweepRecords:
     """The records of a sweep directory (`metrics.jsonl` and the slopes of `summary.json`)."""
-    from gmc_grpo.records import read_json
+    from gmc_grpo.json_files import read_json
 
     run_dir = Path(run_dir)
     summary_path = run_dir / "summary.json"

@@ -29,7 +29,7 @@ import numpy as np
 
 from figures.common import panel_axes, single_axes
 from figures.style import method_color, method_label, method_rank
-from gmc_grpo.records import read_json, read_jsonl
+from gmc_grpo.json_files import read_json, read_jsonl
 from gmc_grpo.stats import t_quantile
 
 TRAINING_METRICS = (

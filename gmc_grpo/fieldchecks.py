@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from numbers import Integral, Real
 from typing import Any
 
-from gmc_grpo.configs import config_error, echo
+from gmc_grpo.config_reading import config_error, echo
 
 # A toy step on the default MDP takes about 7 ms on one core and writes about 450 bytes of
 # `metrics.jsonl` per learner seed (400 steps x 5 seeds: 0.9 MB, 2-core AMD EPYC): 10 million

@@ -2,7 +2,7 @@
 a plain `open(path, "w")` would let read it.
 
 Two writers would otherwise make owner-only (0600) files: `tempfile.mkstemp` (which
-`gmc_grpo.records.atomic_write_text` used for its temp file + rename) and `safetensors`' save
+`gmc_grpo.json_files.atomic_write_text` used for its temp file + rename) and `safetensors`' save
 functions (checkpoints, `save_pretrained` model folders, the rollout cache), which write through
 a private temp file themselves. `atomic_write_text` now creates its temp file with `os.open(...,
 0o666)`, so the kernel applies the umask (and a folder's default ACL) exactly as for a plain

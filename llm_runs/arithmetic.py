@@ -25,7 +25,7 @@ import torch
 
 from gmc_grpo.seeding import torch_generator
 from llm_runs.data import Problem
-from llm_runs.scoring import extract_last_boxed, normalize_answer
+from llm_runs.scoring.answers import extract_last_boxed, normalize_answer
 
 PROMPT_TEMPLATE = "Problem: {problem}\nAnswer:"
 

@@ -162,7 +162,8 @@ def _measure(
     result = bias_of_run(
         run_dir, settings, steps=steps, lag=args.lag, progress=not args.no_progress
     )
-    from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+    from gmc_grpo.json_files import atomic_write_json, atomic_write_text
+    from gmc_grpo.run_writer import environment_info
 
     result["environment"] = environment_info()
     atomic_write_json(out / "bias.json", json.loads(json.dumps(result, default=str)))

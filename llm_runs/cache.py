@@ -45,7 +45,7 @@ import torch
 
 from gmc_grpo.errors import cut, one_line, write_site
 from gmc_grpo.filemodes import give_plain_mode
-from gmc_grpo.records import loads_json
+from gmc_grpo.json_files import loads_json
 from gmc_grpo.seeding import SEEDING
 from gmc_grpo.staleness import SCHEDULE_FIELDS
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
@@ -105,7 +105,7 @@ ROLLOUT_FREE_FIELDS = frozenset(
         "keep_checkpoints",
         "log_to",
         "wandb_project",
-        # the bound tracker measures, it changes no rollout (`llm_runs.bounds`)
+        # the bound tracker measures, it changes no rollout (`llm_runs.bound_tracking`)
         "track_bounds_every",
         "track_bounds_samples",
     }

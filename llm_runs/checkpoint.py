@@ -45,7 +45,8 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 
-from gmc_grpo.checkpoints import (
+from gmc_grpo.json_files import atomic_write_json, read_json
+from gmc_grpo.state_files import (
     CHECKPOINT_DIR,
     check_json_state,
     flatten_state,
@@ -56,7 +57,6 @@ from gmc_grpo.checkpoints import (
     step_dir_name,
     unflatten_state,
 )
-from gmc_grpo.records import atomic_write_json, read_json
 from llm_runs.batch import Rollout, TrajectoryBatch, batch_from, tensors_of
 from llm_runs.model_files import (  # noqa: F401 (re-exported: model resolution lives there)
     MODEL_COPY_DIR,
@@ -88,7 +88,7 @@ def _optimizer_to_flat(state: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor
     """Split an optimizer's `state_dict()` into tensors (for `optimizer.safetensors`, each under
     the dotted path where it sat, `state.<param>.<key>[.<inner key>...]`) and a JSON manifest.
 
-    Recursive (`gmc_grpo.checkpoints.flatten_state`): bitsandbytes >= 0.49.2 nests the 8-bit
+    Recursive (`gmc_grpo.state_files.flatten_state`): bitsandbytes >= 0.49.2 nests the 8-bit
     states of each parameter (`state1`, `state2`, `absmax*`, `qmap*`) in a dict under
     `"__bnb_optimizer_quant_state__"`, torch's AdamW keeps them at the top level; both land in
     safetensors. `check_json_state` refuses a manifest that would still hold a tensor.

@@ -17,7 +17,7 @@ from gmc_grpo.errors import report_error, run_reported
 # subcommand -> (module with `add_arguments(parser)` and `run(args) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "eval": (
-        "llm_runs.eval_cli",
+        "llm_runs.evaluation.cli",
         "evaluate a model or checkpoint on the six benchmarks (greedy, avg@n, pass@k, macro)",
     ),
     "train": (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.config_reading import check_choice, config_error
 from gmc_grpo.defaults import PAPER_GROUPS_PER_BATCH
 from gmc_grpo.fieldchecks import (
     batch_tokens_problem,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_runs.prompts import DEMONSTRATIONS, is_demonstration, normalize_problem_text
-from llm_runs.scoring import extract_last_boxed
+from llm_runs.scoring.answers import extract_last_boxed
 
 # The seven subject configs of `EleutherAI/hendrycks_math` (Appendix B.1).
 MATH_TRAIN_SUBJECTS = (

@@ -5,7 +5,7 @@
 
 `gmc-grpo llm train` and `llm eval` call them before torch loads, so a wrong `--model` is
 refused in a fraction of a second (issues 32, 36: it used to wait 3-6 s for torch); the loaders
-(`llm_runs.engines`, `llm_runs.train`, `llm_runs.evaluate`, `llm_runs.checkpoint`) call them
+(`llm_runs.engines`, `llm_runs.train`, `llm_runs.evaluation.protocol`, `llm_runs.checkpoint`) call them
 again before they read a file. `llm_runs.tiny` re-exports `check_model_dir` and
 `PICKLED_WEIGHT_SUFFIXES`, `llm_runs.checkpoint` `resolve_model`, `step_from_name` and
 `MODEL_COPY_DIR`.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gmc_grpo.checkpoints import CHECKPOINT_DIR
+from gmc_grpo.state_files import CHECKPOINT_DIR
 
 #: folder of a run's bfloat16 model copies (`llm_runs.checkpoint.save_checkpoint(...,
 #: model_copy_dtype=...)`)
@@ -57,7 +57,7 @@ def check_model_dir(model_dir: str | Path) -> Path:
             "`AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir)` writes "
             "model.safetensors"
         )
-    from gmc_grpo.checkpoints import check_safetensors_file
+    from gmc_grpo.state_files import check_safetensors_file
 
     for weights in sorted(path.glob("*.safetensors")):
         check_safetensors_file(weights)  # a pickle under a safetensors name is refused here

@@ -32,7 +32,7 @@ def recipe_names(recipe: str | None, run: str | None) -> tuple[str, ...]:
     description (e.g. group_size's "on Qwen3-1.7B-Base")."""
     if not recipe:
         return (run or "",)
-    from gmc_grpo.configs import read_json_config
+    from gmc_grpo.config_reading import read_json_config
     from llm_runs.recipes import recipe_path
 
     description = read_json_config(recipe_path(recipe), "recipe").get("description", "")
@@ -41,7 +41,7 @@ def recipe_names(recipe: str | None, run: str | None) -> tuple[str, ...]:
 
 def recipe_plans(recipes: Sequence[str] = PAPER_RECIPES) -> list[tuple[str, list[str], RunPlan]]:
     """`(recipe, run names, plan)` for every run of `recipes`, runs with the same needs joined."""
-    from gmc_grpo.configs import read_json_config
+    from gmc_grpo.config_reading import read_json_config
     from llm_runs.recipes import config_from_values, load_recipe, recipe_path
 
     out: list[tuple[str, list[str], RunPlan]] = []

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import dataclass_from_dict, read_json_config
+from gmc_grpo.config_reading import dataclass_from_dict, read_json_config
 from llm_runs.config import TrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"

@@ -24,7 +24,7 @@ it before the next weight update.
 The task decides the prompt, the stop strings and the reward (`Task`): "math" is the two-shot
 prompt of `llm_runs.prompts` (cut at `max_prompt_tokens` tokens, at the token level: a cut prompt
 goes to the engine as token ids, never decoded and re-encoded) scored by math-verify
-(`llm_runs.scoring.Scorer`); "arithmetic" is the CPU demonstration of `llm_runs.arithmetic`
+(`llm_runs.scoring.pool.Scorer`); "arithmetic" is the CPU demonstration of `llm_runs.arithmetic`
 with an exact-match reward.
 """
 
@@ -362,7 +362,7 @@ class RolloutProducer:
 
     def take_scoring_timeouts(self) -> int:
         """Responses scored incorrect since the last call only because their comparison reached
-        the scorer's CPU limit twice (`llm_runs.scoring.Scorer.score_counted`)."""
+        the scorer's CPU limit twice (`llm_runs.scoring.pool.Scorer.score_counted`)."""
         count, self.scoring_timeouts = self.scoring_timeouts, 0
         return count
 

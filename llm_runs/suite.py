@@ -59,15 +59,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import resolve_aliases
-from gmc_grpo.records import (
-    atomic_write_json,
-    atomic_write_text,
-    environment_info,
-    read_json_object,
-    read_run,
-    record_gaps,
-)
+from gmc_grpo.config_reading import resolve_aliases
+from gmc_grpo.json_files import atomic_write_json, atomic_write_text, read_json_object
+from gmc_grpo.records import read_run, record_gaps
+from gmc_grpo.run_writer import environment_info
 from gmc_grpo.runlock import clear_folder, locks_folder, run_lock
 from gmc_grpo.seeding import SEEDING, check_seeding
 from gmc_grpo.stats import paired_difference, t_interval

@@ -85,26 +85,20 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.configs import resolve_aliases
-from gmc_grpo.records import (
-    METRIC_NAMES,
-    RunWriter,
-    check_fresh_run_dir,
-    check_records_reach,
-    complete_steps,
-    read_jsonl,
-    read_run_config,
-)
+from gmc_grpo.config_reading import resolve_aliases
+from gmc_grpo.json_files import read_jsonl
+from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for
+from gmc_grpo.records import METRIC_NAMES, check_records_reach, complete_steps, read_run_config
 from gmc_grpo.resume import ResumeRequest, check_resume_config
+from gmc_grpo.run_writer import RunWriter, check_fresh_run_dir
 from gmc_grpo.runlock import run_lock
-from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for
 from gmc_grpo.seeding import check_seeding, stream_seed
 from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
-from llm_runs.bounds import BoundTracker
+from llm_runs.bound_tracking import BoundTracker
 from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
-from llm_runs.evaluator import Evaluator
+from llm_runs.evaluation.during_training import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
 from llm_runs.models import (
     check_learner,
@@ -272,7 +266,7 @@ class Trainer:
         engine = self._make_engine(model_dir)
         self.scorer = None
         if config.reward == "math_verify" or (self.eval_sets and config.task == "math"):
-            from llm_runs.scoring import Scorer
+            from llm_runs.scoring.pool import Scorer
 
             self.scorer = Scorer()
         pad = self.tokenizer.pad_token_id

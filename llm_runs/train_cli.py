@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import read_json_config
+from gmc_grpo.config_reading import read_json_config
 from gmc_grpo.fieldchecks import echo, parse_int_list, parse_name_list
-from gmc_grpo.records import NestingError, loads_json
+from gmc_grpo.json_files import NestingError, loads_json
 from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
 from llm_runs.config import TrainConfig
 from llm_runs.engines.factory import ENGINES

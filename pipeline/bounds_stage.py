@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import atomic_write_json, atomic_write_text
+from gmc_grpo.json_files import atomic_write_json, atomic_write_text
 from toy_mdps.jobs import machine_jobs
 
 BOUND_EXPERIMENTS: tuple[str, ...] = (
@@ -110,7 +110,7 @@ def bounds_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
     lines = [
         "Every toy training run that tracked its bound quantities (`bound_every > 0`): this "
         f"stage's `{', '.join(experiments)}` and the SGD runs of the toy-training stage. "
-        "Per-step quantities at the learner's actual state (`toy_mdps.train.bounds`), bounds "
+        "Per-step quantities at the learner's actual state (`toy_mdps.train.bound_measurement`), bounds "
         "evaluated by `theory.measured` (also `gmc-grpo theory --runs DIR`).",
         "",
         "#### Theorems 1-2 where they bite (the bound-minimising step)",

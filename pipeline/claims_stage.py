@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import atomic_write_json, atomic_write_text
+from gmc_grpo.json_files import atomic_write_json, atomic_write_text
 
 
 def claims_stage(out_dir: Path) -> dict[str, Any]:

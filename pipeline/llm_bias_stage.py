@@ -62,7 +62,7 @@ def llm_bias_stage(out_dir: Path) -> dict[str, Any]:
     report it: `{"headline", "markdown", "findings", "machine"}`."""
     import torch
 
-    from gmc_grpo.records import atomic_write_json, atomic_write_text
+    from gmc_grpo.json_files import atomic_write_json, atomic_write_text
     from llm_runs.bias_cli import train_for_bias
     from llm_runs.lm_bias import BiasSettings, bias_markdown, bias_of_run
     from llm_runs.models import transformers_progress

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.errors import cut, run_reported
+from gmc_grpo.json_files import atomic_write_json, atomic_write_text
 from gmc_grpo.plugins import PluginImportError
-from gmc_grpo.records import atomic_write_json, atomic_write_text, environment_info
+from gmc_grpo.run_writer import environment_info
 from gmc_grpo.runlock import run_lock
 from pipeline.headlines import claims_headline
 from pipeline.llm_bias_stage import llm_bias_settings

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gmc_grpo.records import atomic_write_json, read_json
+from gmc_grpo.json_files import atomic_write_json, read_json
 from gmc_grpo.runlock import run_lock
 
 # an experiment with more tracked runs than this gets no bound-tracking figures (its table is in

@@ -28,8 +28,8 @@ from plugin_cli import run_cli_with_plugin  # noqa: E402
 
 from examples import soft_gmc  # noqa: E402  (registers "soft_gmc" on import)
 from gmc_grpo.estimators import coefficients  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from gmc_grpo.methods import MethodSettings, MethodSpec, register_method, unregister_method  # noqa: E402
-from gmc_grpo.records import read_jsonl  # noqa: E402
 from toy_mdps.reference import loop_gradient_estimates  # noqa: E402
 from toy_mdps.statistics import gradient_estimates, sample_groups  # noqa: E402
 from toy_mdps.sweep.config import SweepConfig  # noqa: E402
@@ -134,7 +134,7 @@ def test_a_rule_equal_to_gmc_reproduces_gmc_in_the_toy_learner(gmc_copy):
 def test_soft_gmc_estimates_equal_the_per_group_autograd_loop():
     """The sweep's vectorised estimator (the rule's psi) against one `policy_loss` + backward
     per group (the rule inside the core surrogate), on a stale behavior policy."""
-    from toy_mdps.exact import log_policy_table, response_token_logprobs
+    from toy_mdps.enumeration import log_policy_table, response_token_logprobs
     from toy_mdps.mdp import TokenMDP
 
     mdp = TokenMDP(num_prompts=2, vocab_size=3, max_length=3, seed=0)

@@ -24,7 +24,7 @@ if str(ROOT) not in sys.path:
 from plugin_cli import run_cli_with_plugin  # noqa: E402
 
 from examples import periodic_sync  # noqa: E402  (registers "periodic_sync" on import)
-from gmc_grpo.records import read_json, read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_json, read_jsonl  # noqa: E402
 from gmc_grpo.staleness import (  # noqa: E402
     ScheduleContext,
     ScheduleSettings,
@@ -36,7 +36,7 @@ from gmc_grpo.staleness import (  # noqa: E402
     register_schedule,
     unregister_schedule,
 )
-from toy_mdps.train.bounds import pending_versions  # noqa: E402
+from toy_mdps.train.bound_measurement import pending_versions  # noqa: E402
 from toy_mdps.train.config import TrainConfig  # noqa: E402
 from toy_mdps.train.learner import AsyncLearner  # noqa: E402
 

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from gmc_grpo.stats import interval_text
 from theory.bounds import BoundTerms, gradient_norm_sq_ceiling, theorem_terms
 from theory.measured import CONSTANTS, RunBounds

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from gmc_grpo.stats import t_interval
 from theory.bounds import second_moment_bound
 from theory.measured import is_plain_sgd, run_constants

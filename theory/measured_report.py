@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from gmc_grpo.json_files import read_json
 from gmc_grpo.methods import get_method
-from gmc_grpo.records import read_json
 from theory.measured import ROUNDING, TERM_LATEX, TERMS, RunBounds
 from theory.run_records import find_runs, is_tracked_run, setting
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from gmc_grpo.stats import holm_adjust, paired_t_test, t_interval
 from theory.measured import RunBounds
 

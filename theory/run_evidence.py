@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json, read_json_object
+from gmc_grpo.json_files import read_json, read_json_object
 from theory.drift_fit import DriftRun, drift_run
 from theory.measured import RunBounds, run_bounds
 from theory.run_records import find_runs, load_series

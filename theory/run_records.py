@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from gmc_grpo.json_files import read_json_object, read_jsonl
 from gmc_grpo.methods import MethodSettings, get_method
-from gmc_grpo.records import describe_missing, missing_steps, read_json_object, read_jsonl
+from gmc_grpo.records import describe_missing, missing_steps
 
 
 def is_tracked_run(run_dir: str | Path) -> bool:

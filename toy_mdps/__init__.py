@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING
 from gmc_grpo.lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from toy_mdps.exact import exact_gradient, exact_kl, exact_objective
+    from toy_mdps.enumeration import exact_gradient, exact_kl, exact_objective
     from toy_mdps.mdp import TokenMDP
 
 __all__ = ["TokenMDP", "exact_gradient", "exact_kl", "exact_objective"]
 
 _LAZY = {
     "TokenMDP": "toy_mdps.mdp",
-    "exact_gradient": "toy_mdps.exact",
-    "exact_kl": "toy_mdps.exact",
-    "exact_objective": "toy_mdps.exact",
+    "exact_gradient": "toy_mdps.enumeration",
+    "exact_kl": "toy_mdps.enumeration",
+    "exact_objective": "toy_mdps.enumeration",
 }
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from toy_mdps.exact import exact_gradient, exact_kl, log_policy_table, logit_gradient
+from toy_mdps.enumeration import exact_gradient, exact_kl, log_policy_table, logit_gradient
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import Policy, TabularSoftmax
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmc_grpo.configs import config_error, read_json_config
+from gmc_grpo.config_reading import config_error, read_json_config
 from gmc_grpo.fieldchecks import check_number, check_seed, count_problem, echo, toy_memory_problem
 from gmc_grpo.seeding import stream_seed
 from toy_mdps.response_space import (

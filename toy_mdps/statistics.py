@@ -7,7 +7,7 @@ For a pair `(theta, theta_behavior)` and a method, `M` independent minibatches o
 
 with `psi` from `gmc_grpo.estimators.token_gradient_weights` -- the same definition the surrogate
 losses of `gmc_grpo.losses` (and so the LLM learner) are tested against -- and the exact per-token
-scores of the softmax policy (`toy_mdps.exact.logit_gradient`). Everything is vectorised over the
+scores of the softmax policy (`toy_mdps.enumeration.logit_gradient`). Everything is vectorised over the
 `M` minibatches: `g` is a dense `[M, P]` tensor built with one scatter-add per chunk.
 
 **Target.** With the paper's normalisation `1/(T B G)` (aggregation `paper`, `max_length = T`),
@@ -41,7 +41,7 @@ from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import PolicyLossConfig, gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import normal_quantile
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     exact_gradient,
     log_policy_table,
     logit_gradient,
@@ -81,7 +81,7 @@ def sample_groups(
     from the enumerated response distribution (one `searchsorted` into the concatenated CDFs).
 
     Args:
-        behavior_logprobs: `[N]` `log mu(y | x)` of every response (`toy_mdps.exact`).
+        behavior_logprobs: `[N]` `log mu(y | x)` of every response (`toy_mdps.enumeration`).
     Returns:
         `(prompts [M, B], responses [M, B, G])`, the latter global response indices.
     """

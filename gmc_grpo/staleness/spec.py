@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gmc_grpo.configs import check_choice, config_error
+from gmc_grpo.config_reading import check_choice, config_error
 from gmc_grpo.defaults import (
     DEFAULT_NUM_WORKERS,
     PAPER_GROUPS_PER_BATCH,
@@ -263,7 +263,7 @@ class ScheduleSpec:
     largest_lag: Callable[[Any], int | None] = _no_known_lag
     """`settings -> int | None`: the largest lag in learner updates (the first minibatch of a
     batch) that the settings fix before the run, or None when only the run decides it (a
-    length-coupled or worker schedule); what a consumer sizes its memory by (`llm_runs.bounds`)"""
+    length-coupled or worker schedule); what a consumer sizes its memory by (`llm_runs.bound_tracking`)"""
 
     @property
     def mixes_lags(self) -> bool:

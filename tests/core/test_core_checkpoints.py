@@ -1,4 +1,4 @@
-"""Checkpoint files without pickle (`gmc_grpo.checkpoints`): any nested state round-trips through
+"""Checkpoint files without pickle (`gmc_grpo.state_files`): any nested state round-trips through
 safetensors + a JSON manifest; what the format cannot hold is refused when writing, with its path;
 a file that is not safetensors is refused when reading, and nothing in it runs."""
 
@@ -16,7 +16,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gmc_grpo.checkpoints import (
+from gmc_grpo.state_files import (
     CheckpointError,
     check_safetensors_file,
     flatten_state,

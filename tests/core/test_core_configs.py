@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from gmc_grpo.configs import RENAMED_FIELDS, check_field_names, dataclass_from_dict
-from gmc_grpo.schedules import CosineWithWarmup, cosine_lr, warmup_steps_for
+from gmc_grpo.config_reading import RENAMED_FIELDS, check_field_names, dataclass_from_dict
+from gmc_grpo.lr_schedule import CosineWithWarmup, cosine_lr, warmup_steps_for
 from gmc_grpo.stats import normal_quantile, paired_difference, t_interval, t_quantile
 from llm_runs.config import TrainConfig as LLMTrainConfig
 from llm_runs.recipes import config_from_values

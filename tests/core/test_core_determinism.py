@@ -254,7 +254,7 @@ def write_digests(folder: Path) -> dict:
     for name in JOBS:
         digest, facts = run_job(name, folder / name, {})
         jobs[name] = {"digest": digest, "command": "gmc-grpo " + " ".join(JOBS[name])}
-    from gmc_grpo.records import git_commit
+    from gmc_grpo.run_writer import git_commit
 
     payload = {
         "kernel_facts": facts,

@@ -13,16 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gmc_grpo.records import (
-    RECORD_SCHEMA,
-    RecordSchemaError,
-    RecordsExistError,
-    RunWriter,
-    atomic_write_json,
-    read_json,
-    read_jsonl,
-    read_run,
-)
+from gmc_grpo.json_files import atomic_write_json, read_json, read_jsonl
+from gmc_grpo.records import RECORD_SCHEMA, RecordSchemaError, read_run
+from gmc_grpo.run_writer import RecordsExistError, RunWriter
 
 
 @dataclass
@@ -164,11 +157,11 @@ def test_every_record_round_trips_any_value(tmp_path_factory, record):
 
 
 def test_resume_keeps_the_history_of_run_segments(tmp_path, monkeypatch):
-    import gmc_grpo.records as records
+    import gmc_grpo.run_writer as run_writer
 
     run = tmp_path / "run"
     env = {"gmc_grpo_version": "0.1.0", "git_commit": "aaa", "python": "3.11", "platform": "x"}
-    monkeypatch.setattr(records, "environment_info", lambda: dict(env, libraries={}))
+    monkeypatch.setattr(run_writer, "environment_info", lambda: dict(env, libraries={}))
     with RunWriter.fresh(run, {"lr": 1e-6, "steps": 10}) as writer:
         writer.log_metrics({"step": 0})
     env.update(gmc_grpo_version="0.2.0", git_commit="bbb")
@@ -276,8 +269,8 @@ def _mode(path) -> int:
 
 @pytest.mark.parametrize(("mask", "want"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_records_get_the_mode_of_a_plain_open(tmp_path, mask, want):
-    from gmc_grpo.checkpoints import save_step_folder, write_state
     from gmc_grpo.filemodes import current_umask, plain_mode
+    from gmc_grpo.state_files import save_step_folder, write_state
 
     with _umask(mask):
         assert current_umask() == mask and plain_mode() == want
@@ -376,12 +369,12 @@ def test_record_gaps_of_read_back_runs(tmp_path: Path) -> None:
 def test_the_writer_syncs_rows_before_a_summary(tmp_path: Path, monkeypatch) -> None:
     """`RunWriter.sync` fsyncs the open record files; `write_summary` calls it first."""
 
-    from gmc_grpo import records
+    from gmc_grpo import run_writer
 
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(records.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
-    writer = records.RunWriter(tmp_path, {"a": 1})
+    monkeypatch.setattr(run_writer.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    writer = run_writer.RunWriter(tmp_path, {"a": 1})
     writer.log_metrics({"step": 0})
     before = len(synced)
     writer.write_summary({"done": True})

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gmc_grpo import runlock
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.runlock import (
     LOCK_NAME,
     RunLockedError,

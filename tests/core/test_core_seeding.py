@@ -90,7 +90,7 @@ def test_the_old_collision_is_gone():
         return (old_learner(r, s) + (k + 1) * 1_000_003) % (2**62)
 
     assert old_statistics(0, 3, 0) == old_learner(1, 3)  # the collision existed
-    from toy_mdps.train.bounds import statistics_seed
+    from toy_mdps.train.bound_measurement import statistics_seed
     from toy_mdps.train.learner import generator_seed
 
     for r in range(3):

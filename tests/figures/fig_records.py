@@ -1,4 +1,4 @@
-"""Synthetic run records for the figure tests: written with `gmc_grpo.records.RunWriter`, the same
+"""Synthetic run records for the figure tests: written with `gmc_grpo.run_writer.RunWriter`, the same
 writer the trainers use, with known values so a test can compare a figure's data to them."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 
 SIX = ("math500", "gsm8k", "gaokao2023en", "olympiadbench", "minerva", "amc23")
 

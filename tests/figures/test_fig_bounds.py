@@ -214,7 +214,7 @@ def test_a_registered_method_with_a_bound_appears_as_in_the_sweep(tmp_path: Path
          "methods": ["gmc", "user_gmc"], "figures": False}
     )  # fmt: skip
     rows = run_sweep(config, tmp_path / "sweep", progress=False)
-    from gmc_grpo.records import read_json
+    from gmc_grpo.json_files import read_json
 
     claims = read_json(tmp_path / "sweep" / "summary.json")["claims"]
     assert "user_gmc_removed_mass_below_kl_bound" in claims
@@ -222,11 +222,11 @@ def test_a_registered_method_with_a_bound_appears_as_in_the_sweep(tmp_path: Path
 
 
 def test_tracked_llm_runs_give_drift_the_tracker_kl_and_the_mismatch(tmp_path: Path) -> None:
-    """LLM runs with the bound tracker (`llm_runs.bounds`): the point's KL is the tracker's (every
+    """LLM runs with the bound tracker (`llm_runs.bound_tracking`): the point's KL is the tracker's (every
     other step here), the drift and its pathwise bound are their steady-state means, the lag-0
     mismatch its mean where logged; the drift checks report the drift / pathwise ratio and the
     smallest L that step 3 needs, 2 KL / (T drift), as measurements."""
-    from gmc_grpo.records import RunWriter
+    from gmc_grpo.run_writer import RunWriter
 
     for delay in (0, 4, 8):
         path = tmp_path / f"gmc-{delay}"

@@ -16,7 +16,8 @@ from fig_records import write_toy_train_run, write_train_run
 from figures import llm
 from figures.cli import main, write_all
 from figures.discover import discover
-from gmc_grpo.records import BOM, read_json, read_jsonl, read_run
+from gmc_grpo.json_files import BOM, read_json, read_jsonl
+from gmc_grpo.records import read_run
 
 
 def _lines(text: str) -> list[str]:
@@ -88,7 +89,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, object]:
             )  # fmt: skip
     write_toy_train_run(root, "toy", delays=(0,), steps=6)
     sweep = root / "sweep"
-    from gmc_grpo.records import RunWriter
+    from gmc_grpo.run_writer import RunWriter
 
     with RunWriter(sweep, {"delays": [0, 4], "name": "mine"}) as writer:
         writer.write_summary({})
@@ -232,8 +233,8 @@ def test_missing_rows_are_reported_and_the_rest_drawn(tmp_path: Path, capsys) ->
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
     """A BOM (as Windows editors save UTF-8) is read past, in records and in config files,
     instead of json's "Unexpected UTF-8 BOM (decode using utf-8-sig)"."""
-    from gmc_grpo.configs import read_json_config
-    from llm_runs.eval_config import read_config_file
+    from gmc_grpo.config_reading import read_json_config
+    from llm_runs.evaluation.config import read_config_file
     from toy_mdps.train.config import ExperimentConfig
 
     root = tmp_path / "runs"

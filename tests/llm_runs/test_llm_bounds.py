@@ -1,4 +1,4 @@
-"""The bound tracker of LLM runs (`llm_runs.bounds`): exact drifts, an unbiased KL estimator with
+"""The bound tracker of LLM runs (`llm_runs.bound_tracking`): exact drifts, an unbiased KL estimator with
 its interval, and training records left unchanged."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from llm_train_checks import TINY, one_thread, quiet, tiny_config  # noqa: E402,F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
-from llm_runs import bounds  # noqa: E402
-from llm_runs.bounds import BoundTracker, response_kl, sample_responses, stratified_mean  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
+from llm_runs import bound_tracking  # noqa: E402
+from llm_runs.bound_tracking import BoundTracker, response_kl, sample_responses, stratified_mean  # noqa: E402
 from llm_runs.train import train  # noqa: E402
 
 
@@ -153,7 +153,7 @@ def test_a_tracked_run_trains_as_an_untracked_one(tmp_path):
 
 
 def test_snapshots_that_do_not_fit_are_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(bounds, "MAX_SNAPSHOT_BYTES", 1024)
+    monkeypatch.setattr(bound_tracking, "MAX_SNAPSHOT_BYTES", 1024)
     with pytest.raises(ValueError, match="track_bounds_every"):
         train(tiny_config(tmp_path / "run", delay=3, track_bounds_every=2), notice=quiet)
 

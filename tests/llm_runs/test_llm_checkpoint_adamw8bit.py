@@ -1,6 +1,6 @@
 """Checkpoints hold any optimizer's state (issue 32): bitsandbytes >= 0.49.2 nests its 8-bit
 AdamW states in a dict under `"__bnb_optimizer_quant_state__"`; the checkpoint flattens the state
-recursively (`gmc_grpo.checkpoints.flatten_state`), stores every tensor in safetensors and
+recursively (`gmc_grpo.state_files.flatten_state`), stores every tensor in safetensors and
 refuses to write a tensor as JSON. Run with the real `bitsandbytes.optim.AdamW8bit` on the CPU
 (its CPU kernels, bitsandbytes >= 0.49): save, resume, and the next update equals an
 uninterrupted run's; `gmc-grpo llm train --set optimizer=adamw8bit` end to end, resumed."""
@@ -18,8 +18,8 @@ bnb = pytest.importorskip("bitsandbytes", reason="the 8-bit AdamW tests need bit
 from llm_train_checks import one_thread, strip  # noqa: E402, F401
 from safetensors.torch import load_file, save_file  # noqa: E402
 
-from gmc_grpo.checkpoints import CheckpointError, check_json_state, read_safetensors  # noqa: E402
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
+from gmc_grpo.state_files import CheckpointError, check_json_state, read_safetensors  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
 from llm_runs.learner import BNB_MIN_8BIT_SIZE, bitsandbytes_8bit_failure  # noqa: E402
 

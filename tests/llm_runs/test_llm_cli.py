@@ -60,7 +60,7 @@ def test_errors_are_one_line_with_exit_status_2(
 
 
 def test_config_file_and_flags_merge(tmp_path) -> None:
-    from llm_runs.eval_cli import config_from_args
+    from llm_runs.evaluation.cli import config_from_args
 
     path = tmp_path / "eval.toml"
     path.write_text('[eval]\nbenchmarks = ["math500", "amc23"]\nn = 4\nseed = 3\n')
@@ -84,7 +84,7 @@ def test_top_level_cli_routes_to_llm(capsys: pytest.CaptureFixture[str]) -> None
 def test_shipped_eval_recipe_is_the_paper_protocol(tmp_path) -> None:
     from pathlib import Path
 
-    from llm_runs.eval_config import EvalConfig, read_config_file
+    from llm_runs.evaluation.config import EvalConfig, read_config_file
 
     recipe = Path(__file__).resolve().parents[2] / "llm_runs" / "configs" / "eval_b1.toml"
     cfg = EvalConfig(model="m", out="o", **read_config_file(recipe))

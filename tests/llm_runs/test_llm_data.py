@@ -193,7 +193,7 @@ def test_answer_helpers() -> None:
 
 
 def test_demonstrations_are_well_formed() -> None:
-    from llm_runs.scoring import extract_last_boxed
+    from llm_runs.scoring.answers import extract_last_boxed
 
     assert len(DEMONSTRATIONS) == 2
     for demo in DEMONSTRATIONS:

@@ -16,8 +16,8 @@ from gmc_grpo.records import read_run  # noqa: E402
 from llm_runs.checkpoint import resolve_model  # noqa: E402
 from llm_runs.data import BENCHMARKS, load_benchmark  # noqa: E402
 from llm_runs.engines.base import RolloutEngine, Sample, SamplingConfig  # noqa: E402
-from llm_runs.eval_config import EvalConfig  # noqa: E402
-from llm_runs.evaluate import macro_row, run_eval, summarize_benchmark  # noqa: E402
+from llm_runs.evaluation.config import EvalConfig  # noqa: E402
+from llm_runs.evaluation.protocol import macro_row, run_eval, summarize_benchmark  # noqa: E402
 from llm_runs.metrics import pass_at_k  # noqa: E402
 from llm_runs.prompts import STOP_STRINGS  # noqa: E402
 

@@ -59,8 +59,8 @@ def test_every_model_loader_refuses_pickled_weights(pickled_model) -> None:
 def test_llm_train_and_eval_engines_refuse_a_pickled_model(pickled_model, tmp_path) -> None:
     from llm_train_checks import cpu_config, even_first_char, quiet
 
-    from llm_runs.eval_config import EvalConfig
-    from llm_runs.evaluate import engine_for
+    from llm_runs.evaluation.config import EvalConfig
+    from llm_runs.evaluation.protocol import engine_for
     from llm_runs.train import Trainer
 
     model_dir, marker = pickled_model

@@ -20,19 +20,17 @@ from hypothesis import strategies as st
 
 pytest.importorskip("math_verify")
 
-from llm_runs.scoring import (  # noqa: E402
+from llm_runs.scoring.answers import (  # noqa: E402
     MAX_ANSWER_CHARS,
-    Scorer,
     compare_locally,
     exact_decimals,
     extract_last_boxed,
-    is_correct,
     is_decimal_number,
     normalize_answer,
-    score_batch,
     split_choice,
     split_unit,
 )
+from llm_runs.scoring.pool import Scorer, is_correct, score_batch  # noqa: E402
 
 # ---------------------------------------------------------------- extraction
 
@@ -452,7 +450,7 @@ def test_the_worker_limit_is_cpu_time_not_wall_clock() -> None:
     by the process's CPU timer (pinned: `timed_out` true, verdict false)."""
     import time as time_module
 
-    from llm_runs import scoring_worker
+    from llm_runs.scoring import worker as scoring_worker
 
     def sleeps(*args: object) -> bool:
         time_module.sleep(0.6)
@@ -490,7 +488,7 @@ def test_known_limitations_are_still_wrong(scorer: Scorer) -> None:
 def test_is_correct_from_a_plain_script_without_a_main_guard(tmp_path: Path) -> None:
     script = tmp_path / "score.py"
     script.write_text(
-        "from llm_runs.scoring import is_correct\n"
+        "from llm_runs.scoring.pool import is_correct\n"
         "print(is_correct('so \\\\boxed{0.5}', '\\\\frac{1}{2}'))\n"
         "print(is_correct('so \\\\boxed{0.6}', '\\\\frac{1}{2}'))\n"
     )
@@ -517,7 +515,7 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path) -> None:
     script = tmp_path / "parent.py"
     script.write_text(
         "import sys\n"
-        "from llm_runs.scoring import Scorer\n"
+        "from llm_runs.scoring.pool import Scorer\n"
         "if __name__ == '__main__':\n"
         "    scorer = Scorer(num_workers=2, timeout_s=600)\n"
         "    scorer._ensure_workers(2)\n"
@@ -549,7 +547,7 @@ def test_the_kernel_cpu_limit_lies_a_second_past_the_timer(monkeypatch):
     used and a 0.3 s limit the old ceiling was 101 s, 0.01 s past the timer."""
     import resource
 
-    from llm_runs import scoring_worker
+    from llm_runs.scoring import worker as scoring_worker
 
     limits = []
     real_setrlimit = resource.setrlimit

@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import CPU_RUN, one_thread, quiet  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.suite import (  # noqa: E402
     SuiteConfig,
     analyse_records,
@@ -371,7 +371,7 @@ def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
 def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
     """Issue 36: a run whose metrics lack rows (a torn last line beside its summary) is left out
     of the analysis and named under the table (`_run_one` resumes such a run, not reuses it)."""
-    from gmc_grpo.records import RunWriter
+    from gmc_grpo.run_writer import RunWriter
     from llm_runs import suite
 
     for seed in (0, 1):

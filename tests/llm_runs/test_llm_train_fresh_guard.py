@@ -9,7 +9,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import cpu_config, even_first_char, quiet  # noqa: E402
 
-from gmc_grpo.records import RecordsExistError  # noqa: E402
+from gmc_grpo.run_writer import RecordsExistError  # noqa: E402
 from llm_runs.train import Trainer  # noqa: E402
 
 

@@ -20,7 +20,7 @@ from llm_train_checks import (  # noqa: E402, F401
     tiny_config,
 )
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.train import train  # noqa: E402
 

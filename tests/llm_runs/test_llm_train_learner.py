@@ -14,8 +14,8 @@ from gmc_grpo import advantages as advantage_lib  # noqa: E402
 from gmc_grpo.estimators import token_gradient_weights  # noqa: E402
 from gmc_grpo.hooks import vcpo_baseline_advantages  # noqa: E402
 from gmc_grpo.losses import PolicyLossConfig  # noqa: E402
+from gmc_grpo.lr_schedule import CosineWithWarmup, warmup_steps_for  # noqa: E402
 from gmc_grpo.methods import get_method  # noqa: E402
-from gmc_grpo.schedules import CosineWithWarmup, warmup_steps_for  # noqa: E402
 from llm_runs.learner import (  # noqa: E402
     Learner,
     LearnerSettings,

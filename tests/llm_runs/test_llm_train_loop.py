@@ -18,7 +18,8 @@ from llm_train_checks import (  # noqa: E402, F401
     tiny_config,
 )
 
-from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
+from gmc_grpo.records import METRIC_NAMES  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.recipes import load_recipe  # noqa: E402

@@ -1,6 +1,6 @@
 """The paper's task path on a tiny model: MATH train from local files, the two-shot prompt
 truncated to `max_prompt_tokens`, the math-verify scorer, periodic MATH500 evaluation through
-`llm_runs.evaluate`; and (slow, needs vllm) the same loop with the vLLM engine."""
+`llm_runs.evaluation.protocol`; and (slow, needs vllm) the same loop with the vLLM engine."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import cpu_config, one_thread  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3  # noqa: E402
 from llm_runs.train import train  # noqa: E402

@@ -14,7 +14,8 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import even_first_char, one_thread, quiet, tiny_config  # noqa: E402, F401
 
-from gmc_grpo.records import METRIC_NAMES, read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
+from gmc_grpo.records import METRIC_NAMES  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.mismatch import mismatch_metrics  # noqa: E402
 from llm_runs.train import Trainer  # noqa: E402

@@ -10,7 +10,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 from safetensors.torch import load_file  # noqa: E402
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
 from llm_runs.config import TrainConfig  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402

@@ -17,7 +17,8 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import cpu_config, even_first_char, one_thread, quiet  # noqa: E402, F401
 
-from gmc_grpo.records import RecordSchemaError, read_json, read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_json, read_jsonl  # noqa: E402
+from gmc_grpo.records import RecordSchemaError  # noqa: E402
 from gmc_grpo.resume import ResumeConfigError, ResumeRequest  # noqa: E402
 from gmc_grpo.staleness import make_schedule  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402

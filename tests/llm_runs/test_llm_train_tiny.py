@@ -14,7 +14,7 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 
 from llm_train_checks import one_thread  # noqa: E402, F401
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.recipes import config_from_values, load_recipe  # noqa: E402
 from llm_runs.train import train  # noqa: E402
 

@@ -24,7 +24,7 @@ from llm_train_checks import (  # noqa: E402, F401
     tiny_config,
 )
 
-from gmc_grpo.records import read_jsonl  # noqa: E402
+from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs.train import Trainer  # noqa: E402
 
 pytestmark = pytest.mark.vllm

@@ -3,7 +3,7 @@
     python fault_driver.py PLAN.json -- toy train --out runs/x ...
 
 The events are the two ways the package makes anything durable: a record row appended
-(`gmc_grpo.records.RunWriter._append`) and an atomic rename (`os.replace`: summaries, tables,
+(`gmc_grpo.run_writer.RunWriter._append`) and an atomic rename (`os.replace`: summaries, tables,
 checkpoint folders, per-problem outputs). `PLAN.json` holds:
 
 - `"count"`: a path; every event is counted and the total written there at exit (baseline run);
@@ -36,7 +36,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    from gmc_grpo import records
+    from gmc_grpo import json_files, run_writer
 
     count = {"n": 0}
     at, mode = plan.get("at"), plan.get("mode", "kill")
@@ -54,13 +54,13 @@ def main() -> int:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
         os.kill(os.getpid(), signal.SIGKILL)
 
-    original_append = records.RunWriter._append
+    original_append = run_writer.RunWriter._append
     original_replace = os.replace
 
     def append(self, name, row):  # noqa: ANN001
         if is_hit():
             if mode != "kill":  # a torn line: half of it reaches the file
-                text = records.to_json(row) + "\n"
+                text = json_files.to_json(row) + "\n"
                 with open(self.path / name, "a", encoding="utf-8") as handle:
                     handle.write(text[: len(text) // 2])
             fail(self.path / name)
@@ -73,7 +73,7 @@ def main() -> int:
             fail(dst)
         return original_replace(src, dst, *args, **kwargs)
 
-    records.RunWriter._append = append
+    run_writer.RunWriter._append = append
     os.replace = replace
     from pipeline.cli import main as cli_main
 

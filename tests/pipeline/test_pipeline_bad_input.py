@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from cli_table import run_in_process
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from pipeline import cli
 
 DATA = Path(__file__).resolve().parents[1] / "llm_runs" / "data"

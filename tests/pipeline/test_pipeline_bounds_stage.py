@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from figures.bound_tracking import plot_bound_tracking
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from pipeline import bounds_stage
 from pipeline.reproduce import STAGES, claims_headline
 from theory.measured import run_bounds

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_table import run_in_process
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from pipeline import cli
 
 DEEP = "[" * 100_000 + "]" * 100_000  # nested 100,000 deep: Python's parser recurses on it
@@ -160,7 +160,7 @@ def test_a_full_disk_is_one_line_naming_the_checkpoint_and_the_rerun_continues(
     import safetensors.torch
     from safetensors import SafetensorError
 
-    from gmc_grpo.records import read_jsonl
+    from gmc_grpo.json_files import read_jsonl
 
     straight, full = tmp_path / "straight", tmp_path / "full"
     assert cli.main([*TOY, "--out", str(straight)]) == 0

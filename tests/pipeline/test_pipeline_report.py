@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from pipeline import reproduce
 from pipeline.report import (
     MathConversionError,

@@ -84,7 +84,7 @@ def test_sweep_writes_no_empty_evals_and_says_what_runs_after_its_bar(
 def test_one_seed_prints_no_infinite_interval(tmp_path: Path, capsys) -> None:
     """One learner seed has no interval over seeds: the summary line says so instead of
     `final J 0.1757 [-inf, inf]`; two seeds print the t-interval of `summary.json`."""
-    from gmc_grpo.records import read_json
+    from gmc_grpo.json_files import read_json
     from gmc_grpo.stats import interval_text
 
     flags = ["--num-prompts", "2", "--max-length", "3", "--num-groups", "2", "--group-size", "4"]

@@ -23,7 +23,7 @@ from figures.toy_bias import (
     second_moment_vs_staleness_data,
 )
 from figures.writers import write_sweep_figures
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from pipeline.toy import draw_figures
 from toy_mdps.sweep import run_sweep
 from toy_mdps.sweep.analysis import group_size_slopes

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from toy_mdps.cli import main
 
 torch.set_num_threads(1)

@@ -13,7 +13,7 @@ from toy_mdps import (
     exact_kl,
     exact_objective,
 )
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     coverage_constant,
     exact_chi_square,
     exact_token_entropy,

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from toy_mdps.cli import main
 from toy_mdps.train.config import QUICK_EXPERIMENTS
 

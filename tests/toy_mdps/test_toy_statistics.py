@@ -17,7 +17,7 @@ from toy_mdps.behavior import (
     reference_trajectory,
     suppress_direction,
 )
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     exact_kl,
     log_policy_table,
     response_probabilities,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.records import read_json, read_jsonl
+from gmc_grpo.json_files import read_json, read_jsonl
 from toy_mdps.cli import COMMANDS, main
 from toy_mdps.problem import CONFIG_DIR
 from toy_mdps.sweep import TABLE_COLUMNS, grid_points, row_key, run_sweep

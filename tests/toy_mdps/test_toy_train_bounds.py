@@ -1,4 +1,4 @@
-"""Bound tracking of toy learners (`toy_mdps.train.bounds`): every recorded quantity against an
+"""Bound tracking of toy learners (`toy_mdps.train.bound_measurement`): every recorded quantity against an
 independent computation, the learner left untouched, resumption, and the config checks."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.records import METRIC_NAMES, read_jsonl
-from toy_mdps.exact import exact_gradient, exact_kl, log_policy_table
+from gmc_grpo.json_files import read_jsonl
+from gmc_grpo.records import METRIC_NAMES
+from toy_mdps.enumeration import exact_gradient, exact_kl, log_policy_table
 from toy_mdps.statistics import exact_estimator_moments
-from toy_mdps.train.bounds import BoundTracker, pending_versions
+from toy_mdps.train.bound_measurement import BoundTracker, pending_versions
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.learner import AsyncLearner
 from toy_mdps.train.run import train

@@ -10,7 +10,7 @@ import torch
 from gmc_grpo import hooks
 from gmc_grpo.methods import PAPER_METHODS
 from toy_mdps.behavior import reference_trajectory
-from toy_mdps.exact import exact_gradient, exact_objective, exact_token_entropy
+from toy_mdps.enumeration import exact_gradient, exact_objective, exact_token_entropy
 from toy_mdps.policies import make_policy
 from toy_mdps.statistics import squared_bias
 from toy_mdps.train.config import TrainConfig

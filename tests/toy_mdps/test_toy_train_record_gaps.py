@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.records import read_jsonl, read_run_config
+from gmc_grpo.json_files import read_jsonl
+from gmc_grpo.records import read_run_config
 from pipeline.toy import main as toy_main
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.run import train

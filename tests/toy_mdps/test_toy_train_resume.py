@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.checkpoints import flatten_state, latest_checkpoint, read_state, write_state
-from gmc_grpo.records import read_json, read_jsonl
-from gmc_grpo.schedules import cosine_lr
+from gmc_grpo.json_files import read_json, read_jsonl
+from gmc_grpo.lr_schedule import cosine_lr
+from gmc_grpo.state_files import flatten_state, latest_checkpoint, read_state, write_state
 from pipeline.toy import main as toy_main
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.learner import AsyncLearner

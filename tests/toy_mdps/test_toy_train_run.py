@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gmc_grpo.checkpoints import list_checkpoints
-from gmc_grpo.records import METRIC_NAMES, read_json, read_jsonl
+from gmc_grpo.json_files import read_json, read_jsonl
+from gmc_grpo.records import METRIC_NAMES
+from gmc_grpo.state_files import list_checkpoints
 from gmc_grpo.stats import t_interval
 from pipeline.toy import draw_figures
 from toy_mdps.problem import CONFIG_DIR

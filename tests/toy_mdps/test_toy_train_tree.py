@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     exact_gradient,
     exact_objective,
     exact_token_entropy,

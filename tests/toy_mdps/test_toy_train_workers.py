@@ -10,7 +10,7 @@ import torch
 import toy_mdps.train.learner as learner_module
 from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import policy_loss
-from toy_mdps.exact import log_policy_table, response_token_logprobs
+from toy_mdps.enumeration import log_policy_table, response_token_logprobs
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.learner import AsyncLearner
 

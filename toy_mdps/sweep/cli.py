@@ -126,7 +126,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    from gmc_grpo.records import read_json
+    from gmc_grpo.json_files import read_json
     from gmc_grpo.runlock import run_lock
     from toy_mdps.sweep.run import run_sweep
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import check_choice, config_error, dataclass_from_dict
+from gmc_grpo.config_reading import check_choice, config_error, dataclass_from_dict
 from gmc_grpo.defaults import (
     A3PO_MASK_THRESHOLD,
     PAPER_CAP_EPS,

@@ -27,21 +27,15 @@ from typing import Any
 import torch
 
 from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.json_files import atomic_write_text, read_jsonl
 from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
-from gmc_grpo.records import (
-    RecordsExistError,
-    RunWriter,
-    atomic_write_text,
-    check_same_kind,
-    erased_text,
-    read_jsonl,
-    read_run_config,
-)
+from gmc_grpo.records import read_run_config
 from gmc_grpo.resume import ResumeConfigError, config_differences
+from gmc_grpo.run_writer import RecordsExistError, RunWriter, check_same_kind, erased_text
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import check_seeding, stream_seed
 from toy_mdps.behavior import behavior_at_delay, perturb_to_kl, reference_trajectory
-from toy_mdps.exact import (
+from toy_mdps.enumeration import (
     coverage_constant,
     exact_chi_square,
     exact_gradient,

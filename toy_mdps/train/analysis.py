@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from gmc_grpo import stats
-from gmc_grpo.records import read_json
+from gmc_grpo.json_files import read_json
 from gmc_grpo.stats import interval_text
 from toy_mdps.train.config import ExperimentConfig
 from toy_mdps.train.workers_analysis import delay_regularity_analysis, mixed_delay_analysis

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmc_grpo.configs import (
+from gmc_grpo.config_reading import (
     check_choice,
     check_field_names,
     config_error,
@@ -112,7 +112,7 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     adam_eps: float = 1e-8
     """Adam's denominator constant"""
     lr_schedule: str = "cosine"
-    """`"cosine"` (warm-up then cosine decay, B.1; `gmc_grpo.schedules`) or `"constant"`"""
+    """`"cosine"` (warm-up then cosine decay, B.1; `gmc_grpo.lr_schedule`) or `"constant"`"""
     warmup_ratio: float = 0.03
     """linear warm-up fraction of `total_steps` (3%, B.1)"""
     min_lr_ratio: float = 0.0
@@ -129,7 +129,7 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     `gmc_grpo.seeding`, path `(seed, ...)`)"""
     checkpoint_every: int = 50
     """steps between checkpoints (resumption)"""
-    # -- bounds beside the measurements (`toy_mdps.train.bounds`, `theory.measured`) -----------
+    # -- bounds beside the measurements (`toy_mdps.train.bound_measurement`, `theory.measured`) -----------
     bound_every: int = 0
     """0: off. `k >= 1`: record what the §3-§4 bounds are compared with: every step the coverage
     `log C`, the drift `||theta_n - theta_{n-tau}||^2` and the update size; every `k` steps and

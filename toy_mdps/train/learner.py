@@ -17,7 +17,7 @@ learner step:
    `g = sum psi grad log pi(y_t | s_t)` with the exact per-token softmax scores (no autograd);
 4. applies the method's hooks from its registry spec (`gmc_grpo.methods`: VCPO's ESS step size,
    GAC's projection), clips `g` per seed and takes an ascent step (SGD or Adam, elementwise and
-   so independent per seed) with the warm-up + cosine schedule (`gmc_grpo.schedules`).
+   so independent per seed) with the warm-up + cosine schedule (`gmc_grpo.lr_schedule`).
 
 **Per-group behavior versions.** A batch is `B` groups, each with its own behavior version: the
 batch schedules (`fixed_delay`, `length_coupled`) hand out whole batches whose groups share one
@@ -78,8 +78,8 @@ from torch import Tensor
 
 from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
+from gmc_grpo.lr_schedule import cosine_lr, warmup_steps_for
 from gmc_grpo.methods import get_method
-from gmc_grpo.schedules import cosine_lr, warmup_steps_for
 from gmc_grpo.seeding import SEEDING, check_seeding, stream_seed, torch_generator
 from gmc_grpo.staleness import (
     Schedule,

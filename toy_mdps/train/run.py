@@ -9,7 +9,7 @@ over seeds; when a batch mixes lags (the worker schedule) also each seed's `lag_
 its groups, and
 with `drift_max_lag > 0` the delay-regularity record `delay_regularity`), and `checkpoints/step_<N>/` (`state.safetensors` + `state.json`: whatever
 `AsyncLearner.state_dict()` returns -- parameters, Adam moments, schedules with their queued
-batches, generator states, the method's state -- through `gmc_grpo.checkpoints`, so nothing is
+batches, generator states, the method's state -- through `gmc_grpo.state_files`, so nothing is
 unpickled), written atomically every `checkpoint_every` steps and at the end (the newest one is
 kept: it lets `--extend-to` continue a finished run).
 
@@ -44,7 +44,14 @@ from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.checkpoints import (
+from gmc_grpo.json_files import atomic_write_json, read_json, read_jsonl
+from gmc_grpo.records import RecordGapError, check_records_reach, read_run_config
+from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
+from gmc_grpo.run_writer import RecordsExistError, RunWriter, check_same_kind, erased_text
+from gmc_grpo.runlock import locks_folder
+from gmc_grpo.seeding import check_seeding
+from gmc_grpo.staleness import get_schedule, lag_statistics
+from gmc_grpo.state_files import (
     latest_checkpoint,
     list_checkpoints,
     pickled_files,
@@ -54,26 +61,10 @@ from gmc_grpo.checkpoints import (
     step_dir_name,
     write_state,
 )
-from gmc_grpo.records import (
-    RecordGapError,
-    RecordsExistError,
-    RunWriter,
-    atomic_write_json,
-    check_records_reach,
-    check_same_kind,
-    erased_text,
-    read_json,
-    read_jsonl,
-    read_run_config,
-)
-from gmc_grpo.resume import ResumeRequest, check_resume_config, config_differences
-from gmc_grpo.runlock import locks_folder
-from gmc_grpo.seeding import check_seeding
-from gmc_grpo.staleness import get_schedule, lag_statistics
 from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
-from toy_mdps.train.bounds import BoundTracker
+from toy_mdps.train.bound_measurement import BoundTracker
 from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
 

@@ -18,9 +18,9 @@ non-EOS token). Every quantity is therefore a pass per depth over contiguous blo
   tree: the score identity `sum_y pi(y) r(y) sum_t (onehot(y_t) - pi(. | s_t)) / K` summed per
   state), and the token entropy `sum_s p(s) H(pi(. | s)) / sum_s p(s)` per prompt (the expected
   sum of the visited states' entropies over the expected length, as
-  `toy_mdps.exact.exact_token_entropy`).
+  `toy_mdps.enumeration.exact_token_entropy`).
 
-`grad J` and the entropy are the same numbers as the token-by-token sums of `toy_mdps.exact` up
+`grad J` and the entropy are the same numbers as the token-by-token sums of `toy_mdps.enumeration` up
 to the order of floating-point additions (a test checks them to 1e-12); `J` and the log-probs are
 identical. Cost per seed: a few passes over the `Z V` table entries instead of the `sum_y |y|`
 response tokens (`K = 8, V = 4, T = 6`: 11,648 entries, 51,032 tokens).
@@ -46,7 +46,7 @@ class ExactState:
 
     log_table: `[S, Z, V]`; probs: `[S, Z, V]` its `exp`; response_logprobs: `[S, K, n_x]`
     `log pi(y | x)`; objective: `[S]` `J`; entropy: `[S]` mean over prompts of the per-token
-    entropy (as `toy_mdps.exact.exact_token_entropy`); grad_norm_sq: `[S]` `||grad J||^2`;
+    entropy (as `toy_mdps.enumeration.exact_token_entropy`); grad_norm_sq: `[S]` `||grad J||^2`;
     gradient: `[S, *param]` `grad J` (assembled on first access).
     """
 
@@ -197,7 +197,7 @@ def exact_state(
     """Exact `J`, `grad J`, entropy and response log-probs for `[S, *param]` parameters.
 
     `J = (1/K) sum_y pi(y | x) r(x, y)` from the response log-probs (the same reduction as
-    `toy_mdps.exact.exact_objective`); `grad J` and the entropy by the tree recursion (module
+    `toy_mdps.enumeration.exact_objective`); `grad J` and the entropy by the tree recursion (module
     docstring). `tree`: the MDP's `PrefixTree` (built when None).
     """
     tree = PrefixTree.build(mdp) if tree is None else tree

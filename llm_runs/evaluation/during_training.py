@@ -15,11 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gmc_grpo.records import RunWriter
+from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.seeding import base_seed
 from llm_runs.config import TrainConfig
-from llm_runs.eval_config import EVAL_BATCH_SIZE
-from llm_runs.evaluate import evaluate_one, sampling_config, summarize_benchmark
+from llm_runs.evaluation.config import EVAL_BATCH_SIZE
+from llm_runs.evaluation.protocol import evaluate_one, sampling_config, summarize_benchmark
 from llm_runs.rollouts import Task
 
 

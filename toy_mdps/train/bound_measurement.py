@@ -50,7 +50,7 @@ from torch import Tensor
 from gmc_grpo.estimators import coefficients
 from gmc_grpo.seeding import stream_seed
 from gmc_grpo.staleness import Schedule
-from toy_mdps.exact import response_token_logprobs
+from toy_mdps.enumeration import response_token_logprobs
 from toy_mdps.statistics import (
     Estimates,
     chunked_estimates,

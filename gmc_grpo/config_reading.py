@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import NestingError, loads_json
+from gmc_grpo.json_files import NestingError, loads_json
 
 # old field name -> the name that replaced it
 RENAMED_FIELDS: dict[str, str] = {
@@ -211,7 +211,7 @@ def read_json_config(
         state = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise FileNotFoundError(f"{what} config {path} {state}; shipped configs: {listed}")
     try:
-        text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is accepted (records.BOM)
+        text = path.read_bytes().decode("utf-8-sig")  # a BOM is accepted (json_files.BOM)
     except UnicodeDecodeError:
         raise ValueError(f"{what} config {path} is not UTF-8 text (is it a JSON file?)") from None
     try:

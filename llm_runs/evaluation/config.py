@@ -7,13 +7,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import check_field_types, read_json_config
+from gmc_grpo.config_reading import check_field_types, read_json_config
 from gmc_grpo.fieldchecks import MAX_SCORER_TIMEOUT_S, check_number, check_seed
-from gmc_grpo.records import MAX_NESTING, NestingError, check_nesting
+from gmc_grpo.json_files import MAX_NESTING, NestingError, check_nesting
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS
 from llm_runs.engines.factory import DTYPES, ENGINES
-from llm_runs.scoring import check_decimal_rel_tol
+from llm_runs.scoring.pool import check_decimal_rel_tol
 
 DECODINGS: tuple[str, ...] = ("greedy", "sampled")
 # Prompts per engine call: one progress-bar step, and part of the sampling seed (chunk `i` of a
@@ -76,7 +76,7 @@ class EvalConfig:
     scorer_timeout_s: float = 5.0
     """limit on the CPU time (seconds) of one answer comparison, counted in its worker; one that
     reaches it is retried once at twice the limit, then counted incorrect and in the evaluation
-    row's `scoring_timeouts` (`llm_runs.scoring.Scorer`)."""
+    row's `scoring_timeouts` (`llm_runs.scoring.pool.Scorer`)."""
     scorer_memory_mb: int = 2048
     """address-space limit of each scoring process."""
     scorer_decimal_rel_tol: float | None = None

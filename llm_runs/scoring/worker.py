@@ -1,8 +1,8 @@
 """The scoring worker process: math-verify equivalence of answer pairs, one at a time.
 
-Started by `llm_runs.scoring.Scorer` as
+Started by `llm_runs.scoring.pool.Scorer` as
 
-    python -m llm_runs.scoring_worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
+    python -m llm_runs.scoring.worker REQUEST_FD REPLY_FD PARENT_PID MEMORY_MB
 
 so nothing re-imports the caller's `__main__` (multiprocessing's spawn start method does, and
 fails in a script without an `if __name__ == "__main__":` guard). The two file descriptors are
@@ -127,7 +127,7 @@ def verify_within(
 def verify_equivalent(reference: str, prediction: str, tolerance: float | None = None) -> bool:
     """math-verify equivalence of two answers, gold (reference) first.
 
-    The parent hands decimals over as exact fractions (`llm_runs.scoring.exact_decimals`), so
+    The parent hands decimals over as exact fractions (`llm_runs.scoring.answers.exact_decimals`), so
     math-verify's float rounding does not apply. `tolerance` (the parent sets it only when one
     whole answer is a decimal): when they are not equal, two single real numbers within that
     relative difference, `|a - b| <= tolerance * max(|a|, |b|)`, also count as equal.
@@ -202,7 +202,7 @@ def serve(requests: Connection, replies: Connection) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m llm_runs.scoring_worker` (arguments: module docstring)."""
+    """Entry point of `python -m llm_runs.scoring.worker` (arguments: module docstring)."""
     args = sys.argv[1:] if argv is None else argv
     request_fd, reply_fd, parent_pid, memory_mb = (int(a) for a in args)
     _die_with_parent(parent_pid)

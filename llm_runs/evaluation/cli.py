@@ -1,7 +1,7 @@
-"""`gmc-grpo llm eval`: the command line of the evaluation (`llm_runs.evaluate.run_eval`).
+"""`gmc-grpo llm eval`: the command line of the evaluation (`llm_runs.evaluation.protocol.run_eval`).
 
 Flags override the fields of a TOML/JSON config file (`--config`); defaults come from
-`llm_runs.eval_config.EvalConfig`, whose fields document themselves.
+`llm_runs.evaluation.config.EvalConfig`, whose fields document themselves.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from gmc_grpo.configs import check_field_types
+from gmc_grpo.config_reading import check_field_types
 from llm_runs.data import BENCHMARKS
-from llm_runs.eval_config import DTYPES, ENGINES, EvalConfig, read_config_file
+from llm_runs.evaluation.config import DTYPES, ENGINES, EvalConfig, read_config_file
 
 DESCRIPTION = """Evaluate a model on the six benchmarks of Appendix B.1: greedy accuracy, avg@n
 (n = 16 for MATH500/Minerva/AMC23, 8 for GSM8K/Gaokao/OlympiadBench), unbiased pass@k
@@ -37,6 +37,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML or JSON file of EvalConfig fields (flags override)")
     parser.add_argument("--model", default=S, help="model directory or training run directory")
     parser.add_argument("--out", default=S, help="output run directory")
+    _add_protocol_arguments(parser)
+    _add_engine_arguments(parser)
+    _add_scorer_arguments(parser)
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=S,
+        help="replace the evaluation in --out instead of continuing it",
+    )
+
+
+def _add_protocol_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of what is evaluated and how it is decoded: benchmarks, decodings, sampling,
+    prompt and completion lengths, batches and the seed."""
+    S = argparse.SUPPRESS
     parser.add_argument(
         "--benchmarks",
         type=_csv,
@@ -86,6 +101,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="root sampling seed (0); chunk i of benchmark b samples from its own stream (b, i) "
         "of this seed",
     )
+
+
+def _add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of the rollout engine's model and memory: dtype, device, vLLM's memory shares."""
+    S = argparse.SUPPRESS
     parser.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -107,6 +127,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=S,
         help="vLLM KV-cache size (use on a CPU, e.g. 67108864)",
     )
+
+
+def _add_scorer_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of the answer-scoring pool (`llm_runs.scoring.pool.Scorer`)."""
+    S = argparse.SUPPRESS
     parser.add_argument(
         "--scorer-workers",
         dest="scorer_workers",
@@ -137,12 +162,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="let a decimal answer match a fraction or constant within this relative difference "
         "(e.g. 1e-5: 0.333333 = 1/3); default: exact (docs/scoring.md)",
     )
-    parser.add_argument(
-        "--overwrite",
-        action="store_true",
-        default=S,
-        help="replace the evaluation in --out instead of continuing it",
-    )
 
 
 def config_from_args(args: argparse.Namespace) -> EvalConfig:
@@ -161,7 +180,7 @@ def config_from_args(args: argparse.Namespace) -> EvalConfig:
 def run(args: argparse.Namespace) -> int:
     """Entry point of `gmc-grpo llm eval`."""
     config = config_from_args(args)
-    from llm_runs.evaluate import run_eval
+    from llm_runs.evaluation.protocol import run_eval
 
     summary = run_eval(config)
     for decoding, macro in summary["macro"].items():

@@ -29,21 +29,18 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gmc_grpo.records import (
-    RunWriter,
-    atomic_write_text,
-    read_jsonl,
-    read_run_config,
-    to_json,
-)
+from gmc_grpo.json_files import atomic_write_text, read_jsonl, to_json
+from gmc_grpo.records import read_run_config
+from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.runlock import locks_folder
 from gmc_grpo.seeding import base_seed, stream_seed
 from llm_runs import prompts as prompt_lib
 from llm_runs.data import BENCHMARKS, Problem, load_benchmark
-from llm_runs.eval_config import EvalConfig
+from llm_runs.evaluation.config import EvalConfig
 from llm_runs.metrics import PASS_AT_K, avg_at_n, macro_average, mean_pass_at_k
 from llm_runs.model_files import check_model_dir, resolve_model
-from llm_runs.scoring import Scorer, extract_last_boxed
+from llm_runs.scoring.answers import extract_last_boxed
+from llm_runs.scoring.pool import Scorer
 
 if TYPE_CHECKING:
     from llm_runs.engines.base import Prompt, RolloutEngine, Sample, SamplingConfig
@@ -423,100 +420,178 @@ def run_eval(
     problems = {b: load_benchmark(b, config.data_dir, config.limit) for b in pending}
     resolved = {**asdict(config), "model_dir": str(model_dir), "resolved_step": step}
     started = time.time()
-    if resuming:
-        _drop_macro_rows(out, step)
-        writer = RunWriter.resume(out, resolved)
-    else:
-        if config.overwrite:
-            shutil.rmtree(out / "outputs", ignore_errors=True)
-        writer = RunWriter.fresh(
-            out, resolved, overwrite=config.overwrite, hint=EVAL_FRESH_HINT.format(out=out)
-        )
-    with writer:
+    with _open_writer(out, config, resolved, step, resuming) as writer:
         if todo:
-            if tokenizer is None:
-                tokenizer = load_tokenizer(model_dir)
-            own_engine = engine is None
-            if engine is None:
-                engine = engine_factory(config, model_dir)
-            try:
-                with Scorer(
-                    num_workers=config.scorer_workers,
-                    timeout_s=config.scorer_timeout_s,
-                    memory_mb=config.scorer_memory_mb,
-                    decimal_rel_tol=config.scorer_decimal_rel_tol,
-                ) as scorer:
-                    for benchmark in config.benchmarks:
-                        decodings = [d for b, d in todo if b == benchmark]
-                        if not decodings:
-                            continue
-                        items = problems[benchmark]
-                        truncated = [
-                            prompt_lib.truncate_prompt(
-                                prompt_lib.build_prompt(p.problem),
-                                tokenizer,
-                                config.max_prompt_tokens,
-                                config.truncation_side,  # type: ignore[arg-type]
-                            )
-                            for p in items
-                        ]
-                        texts = [t for t, _ in truncated]
-                        flags = [f for _, f in truncated]
-                        # benchmark b's chunk i samples from stream llm_evaluation at (b, i)
-                        index = list(BENCHMARKS).index(benchmark)
-                        for decoding in decodings:
-                            t0 = time.time()
-                            row, outputs = evaluate_one(
-                                engine,
-                                scorer,
-                                items,
-                                texts,
-                                flags,
-                                decoding,
-                                sampling_for_chunk=lambda i, b=benchmark, d=decoding, k=index: (
-                                    sampling_for(
-                                        config, b, d, base_seed(config.seed, "llm_evaluation", k, i)
-                                    )
-                                ),
-                                batch_size=config.batch_size,
-                                description=f"{benchmark} {decoding}",
-                            )
-                            path = outputs_path(out, step, benchmark, decoding)
-                            atomic_write_text(path, "".join(to_json(r) + "\n" for r in outputs))
-                            full = {
-                                "step": step,
-                                "benchmark": benchmark,
-                                **row,
-                                "model": str(model_dir),
-                                "temperature": 0.0 if decoding == "greedy" else config.temperature,
-                                "top_p": 1.0 if decoding == "greedy" else config.top_p,
-                                "max_tokens": config.max_completion_tokens,
-                                "outputs": str(path.relative_to(out)),
-                                "time_s": time.time() - t0,
-                            }
-                            writer.log_eval(full)
-            finally:
-                if own_engine and engine is not None:
-                    engine.close()
+            _evaluate_pending(
+                writer,
+                config,
+                todo,
+                problems,
+                engine=engine,
+                tokenizer=tokenizer,
+                engine_factory=engine_factory,
+                model_dir=model_dir,
+                step=step,
+            )
         all_rows = read_jsonl(out / "evals.jsonl")
         summary = _summary(all_rows, config, step, model_dir, time.time() - started)
-        for decoding in config.decodings:
-            rows = sorted(
-                (
-                    r
-                    for r in all_rows
-                    if r.get("step") == step
-                    and r.get("decoding") == decoding
-                    and r.get("benchmark") in config.benchmarks
-                ),
-                key=lambda r: config.benchmarks.index(r["benchmark"]),
-            )
-            if len(rows) == len(config.benchmarks):
-                macro = macro_row(rows, step, decoding)
-                writer.log_eval(macro)
-                summary["macro"][decoding] = macro
+        _log_macro_rows(writer, all_rows, config, step, summary)
         writer.write_summary(summary)
     return summary
+
+
+def _open_writer(
+    out: Path, config: EvalConfig, resolved: Mapping[str, Any], step: int | None, resuming: bool
+) -> RunWriter:
+    """The records' writer of `out`: a resumed run (the step's macro rows dropped, computed again
+    at the end) or a fresh one (with `overwrite`, the previous per-problem outputs removed)."""
+    if resuming:
+        _drop_macro_rows(out, step)
+        return RunWriter.resume(out, resolved)
+    if config.overwrite:
+        shutil.rmtree(out / "outputs", ignore_errors=True)
+    return RunWriter.fresh(
+        out, resolved, overwrite=config.overwrite, hint=EVAL_FRESH_HINT.format(out=out)
+    )
+
+
+def _evaluate_pending(
+    writer: RunWriter,
+    config: EvalConfig,
+    todo: Sequence[tuple[str, str]],
+    problems: Mapping[str, Sequence[Any]],
+    *,
+    engine: RolloutEngine | None,
+    tokenizer: Any,
+    engine_factory: Callable[[EvalConfig, Path], RolloutEngine],
+    model_dir: Path,
+    step: int | None,
+) -> None:
+    """Evaluate the `(benchmark, decoding)` pairs of `todo` on one engine and one scorer pool,
+    benchmark by benchmark in `config.benchmarks`' order (an engine built here is closed here)."""
+    if tokenizer is None:
+        tokenizer = load_tokenizer(model_dir)
+    own_engine = engine is None
+    if engine is None:
+        engine = engine_factory(config, model_dir)
+    try:
+        with Scorer(
+            num_workers=config.scorer_workers,
+            timeout_s=config.scorer_timeout_s,
+            memory_mb=config.scorer_memory_mb,
+            decimal_rel_tol=config.scorer_decimal_rel_tol,
+        ) as scorer:
+            for benchmark in config.benchmarks:
+                decodings = [d for b, d in todo if b == benchmark]
+                if decodings:
+                    _evaluate_benchmark(
+                        writer,
+                        config,
+                        engine,
+                        scorer,
+                        tokenizer,
+                        benchmark,
+                        problems[benchmark],
+                        decodings,
+                        model_dir=model_dir,
+                        step=step,
+                    )
+    finally:
+        if own_engine and engine is not None:
+            engine.close()
+
+
+def _truncated_prompts(
+    items: Sequence[Any], tokenizer: Any, config: EvalConfig
+) -> tuple[list[str], list[bool]]:
+    """The two-shot prompts of `items` cut at `config.max_prompt_tokens` (`texts`) and whether
+    each was cut (`flags`)."""
+    truncated = [
+        prompt_lib.truncate_prompt(
+            prompt_lib.build_prompt(p.problem),
+            tokenizer,
+            config.max_prompt_tokens,
+            config.truncation_side,  # type: ignore[arg-type]
+        )
+        for p in items
+    ]
+    return [t for t, _ in truncated], [f for _, f in truncated]
+
+
+def _evaluate_benchmark(
+    writer: RunWriter,
+    config: EvalConfig,
+    engine: RolloutEngine,
+    scorer: Scorer,
+    tokenizer: Any,
+    benchmark: str,
+    items: Sequence[Any],
+    decodings: Sequence[str],
+    *,
+    model_dir: Path,
+    step: int | None,
+) -> None:
+    """One benchmark under each of `decodings`: its per-problem outputs written to `outputs/`
+    and one `evals.jsonl` row per decoding."""
+    out = Path(config.out)
+    texts, flags = _truncated_prompts(items, tokenizer, config)
+    # benchmark b's chunk i samples from stream llm_evaluation at (b, i)
+    index = list(BENCHMARKS).index(benchmark)
+    for decoding in decodings:
+        t0 = time.time()
+        row, outputs = evaluate_one(
+            engine,
+            scorer,
+            items,
+            texts,
+            flags,
+            decoding,
+            sampling_for_chunk=lambda i, b=benchmark, d=decoding, k=index: sampling_for(
+                config, b, d, base_seed(config.seed, "llm_evaluation", k, i)
+            ),
+            batch_size=config.batch_size,
+            description=f"{benchmark} {decoding}",
+        )
+        path = outputs_path(out, step, benchmark, decoding)
+        atomic_write_text(path, "".join(to_json(r) + "\n" for r in outputs))
+        full = {
+            "step": step,
+            "benchmark": benchmark,
+            **row,
+            "model": str(model_dir),
+            "temperature": 0.0 if decoding == "greedy" else config.temperature,
+            "top_p": 1.0 if decoding == "greedy" else config.top_p,
+            "max_tokens": config.max_completion_tokens,
+            "outputs": str(path.relative_to(out)),
+            "time_s": time.time() - t0,
+        }
+        writer.log_eval(full)
+
+
+def _log_macro_rows(
+    writer: RunWriter,
+    all_rows: Sequence[Mapping[str, Any]],
+    config: EvalConfig,
+    step: int | None,
+    summary: dict[str, Any],
+) -> None:
+    """Per decoding with a row for every benchmark of `config` at `step`: the macro row, logged
+    and put in `summary["macro"]`."""
+    for decoding in config.decodings:
+        rows = sorted(
+            (
+                r
+                for r in all_rows
+                if r.get("step") == step
+                and r.get("decoding") == decoding
+                and r.get("benchmark") in config.benchmarks
+            ),
+            key=lambda r: config.benchmarks.index(r["benchmark"]),
+        )
+        if len(rows) == len(config.benchmarks):
+            macro = macro_row(rows, step, decoding)
+            writer.log_eval(macro)
+            summary["macro"][decoding] = macro
 
 
 def _summary(
