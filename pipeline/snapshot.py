@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import atomic_write_json, read_json_object
+from gmc_grpo.json_files import atomic_write_json, read_json_object
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT_DIR = ROOT / "snapshot"
