@@ -180,7 +180,7 @@ def toy_sweep_results(out_dir: Path) -> dict[str, Any]:
 
 def toy_sweep_markdown(summary: dict[str, Any], stage_folder: str) -> str:
     """The quick sweep's section: its size, the checks of the paper's chain, its figures."""
-    from pipeline.toy import sweep_claims_markdown
+    from pipeline.toy_report import sweep_claims_markdown
 
     lines = [
         f"Quick sweep: {summary['num_rows']} grid points (method × delay × $G$ × seed), "

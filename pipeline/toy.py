@@ -6,15 +6,13 @@ its saved records (the registry's `"sweep"` / `"experiment"` entries, `figures.r
 `figures.writers`; and
 `figures.bound_tracking` for runs that tracked their bound quantities, up to `MAX_BOUND_FIGURES`
 per experiment) and lists the figures in the run's `summary.json` (`"figures"`, paths relative to
-the run directory). `sweep_claims_markdown` renders a sweep's checks of the paper's chain
-(`toy_mdps.sweep.analysis.summarise_sweep`'s claims) as a Markdown table.
+the run directory).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 from gmc_grpo.records import atomic_write_json, read_json
 from gmc_grpo.runlock import run_lock
@@ -54,17 +52,6 @@ def _draw_figures(kind: str, run_dir: Path) -> list[Path]:
     summary["figures"] = [str(p.relative_to(run_dir)) for p in paths]
     atomic_write_json(run_dir / "summary.json", summary)
     return paths
-
-
-def sweep_claims_markdown(summary: dict[str, Any]) -> str:
-    """A sweep's checks of the paper's chain (its `summary.json`, `summarise_sweep`) as a
-    Markdown table (`$...$` formulas): claim, grid points where it holds (or, for GRPO's excess,
-    where the bound is exceeded), of how many."""
-    lines = ["| check (paper's chain) | holds | of |", "| --- | ---: | ---: |"]
-    for claim in summary["claims"].values():
-        holds = claim.get("holds", claim.get("exceeds"))
-        lines.append(f"| {claim.get('claim_markdown', claim['claim'])} | {holds} | {claim['of']} |")
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ log of a bias indistinguishable from zero is undefined -- and the number left ou
 more than their errors allow; the interval is normal at the sweep's confidence level.
 
 `summarise_sweep` returns the results (numbers, intervals, verdicts, and each claim's wording in
-plain text and in LaTeX); the pipeline renders them (`pipeline.toy.sweep_claims_markdown`).
+plain text and in LaTeX); the pipeline renders them (`pipeline.toy_report.sweep_claims_markdown`).
 """
 
 from __future__ import annotations
