@@ -1,4 +1,5 @@
-"""Interval statistics shared by the toy analyses and the figures (quantiles from `scipy.stats`).
+"""Interval statistics shared by the toy analyses, the LM bias measurement and the figures
+(quantiles from `scipy.stats`).
 
 Every interval is two-sided at confidence `level`. Means over independent seeds use Student's t
 (`t_interval`); means over many Monte Carlo draws use the normal quantile (`normal_quantile`);
