@@ -63,7 +63,7 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def main(argv: list[str] | None = None) -> dict:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -73,7 +73,53 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--response-len", type=int, default=128, help="maximum response length")
     parser.add_argument("--no-reference", action="store_true", help="skip VCPO per-trajectory")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results/packing_cpu.json"))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def timed_rounds(steps: dict, model: torch.nn.Module, rounds: int) -> dict[str, list[float]]:
+    """`rounds` timed rounds of every step, interleaved, after one warm-up round: seconds per
+    step and round."""
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
+    for round_index in range(rounds + 1):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            if round_index:  # round 0 warms up (and gives GAC its first gradient)
+                seconds[name].append(time.perf_counter() - t0)
+            model.zero_grad(set_to_none=True)
+        print(f"round {round_index}/{rounds}", flush=True)
+    return seconds
+
+
+def round_ratios(seconds: dict[str, list[float]], reference: bool) -> dict[str, dict]:
+    """The median, range and values over rounds of the per-round time ratios of the report."""
+
+    def ratio(num: str, den: str) -> dict:
+        per_round = [a / b for a, b in zip(seconds[num], seconds[den], strict=True)]
+        return {
+            "median": statistics.median(per_round),
+            "min": min(per_round),
+            "max": max(per_round),
+            "per_round": per_round,
+        }
+
+    ratios = {
+        "grpo packed / grpo padded": ratio("grpo packed", "grpo padded"),
+        "vcpo / grpo (packed)": ratio("vcpo packed (in-backward norms)", "grpo packed"),
+        "gac / grpo (packed)": ratio("gac packed", "grpo packed"),
+        "per-trajectory SDPA / transformers' packed mask": ratio(
+            "body, one group: per-trajectory SDPA", "body, one group: transformers' packed mask"
+        ),
+    }
+    if reference:
+        ratios["vcpo per-trajectory / grpo (packed)"] = ratio(
+            "vcpo packed (one backward per trajectory)", "grpo packed"
+        )
+    return ratios
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
@@ -114,37 +160,8 @@ def main(argv: list[str] | None = None) -> dict:
     steps = {name: (lambda case=case: case.step(batch, 1)) for name, case in cases.items()}
     steps["body, one group: per-trajectory SDPA"] = body_ours
     steps["body, one group: transformers' packed mask"] = body_transformers
-    seconds: dict[str, list[float]] = {name: [] for name in steps}
-    for round_index in range(args.rounds + 1):
-        for name, step in steps.items():
-            t0 = time.perf_counter()
-            step()
-            if round_index:  # round 0 warms up (and gives GAC its first gradient)
-                seconds[name].append(time.perf_counter() - t0)
-            model.zero_grad(set_to_none=True)
-        print(f"round {round_index}/{args.rounds}", flush=True)
-
-    def ratio(num: str, den: str) -> dict:
-        per_round = [a / b for a, b in zip(seconds[num], seconds[den], strict=True)]
-        return {
-            "median": statistics.median(per_round),
-            "min": min(per_round),
-            "max": max(per_round),
-            "per_round": per_round,
-        }
-
-    ratios = {
-        "grpo packed / grpo padded": ratio("grpo packed", "grpo padded"),
-        "vcpo / grpo (packed)": ratio("vcpo packed (in-backward norms)", "grpo packed"),
-        "gac / grpo (packed)": ratio("gac packed", "grpo packed"),
-        "per-trajectory SDPA / transformers' packed mask": ratio(
-            "body, one group: per-trajectory SDPA", "body, one group: transformers' packed mask"
-        ),
-    }
-    if not args.no_reference:
-        ratios["vcpo per-trajectory / grpo (packed)"] = ratio(
-            "vcpo packed (one backward per trajectory)", "grpo packed"
-        )
+    seconds = timed_rounds(steps, model, args.rounds)
+    ratios = round_ratios(seconds, not args.no_reference)
     results = {
         "config": {**vars(args), "model": CPU_SHAPE, "groups": 8, "group_size": 8},
         "machine": f"{cpu_name()}, {torch.get_num_threads()} torch thread(s)",
@@ -158,17 +175,22 @@ def main(argv: list[str] | None = None) -> dict:
         "median_seconds": {name: statistics.median(v) for name, v in seconds.items()},
         "ratios": ratios,
     }
+    print_report(results)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1) + "\n")
+    return results
+
+
+def print_report(results: dict) -> None:
+    """The token counts, the median seconds per case and the ratios, as Markdown tables."""
     print(f"real tokens {results['real_tokens']:,}, padded {results['padded_tokens']:,}")
     print("| case | median seconds / update |\n| --- | ---: |")
     for name, value in results["median_seconds"].items():
         print(f"| {name} | {value:.3f} |")
     print("| ratio | median over rounds | range |\n| --- | ---: | --- |")
-    for name, r in ratios.items():
+    for name, r in results["ratios"].items():
         print(f"| {name} | {r['median']:.3f} | {r['min']:.3f}-{r['max']:.3f} |")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1) + "\n")
-    return results
 
 
 if __name__ == "__main__":

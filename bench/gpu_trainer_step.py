@@ -159,8 +159,7 @@ def table_rows(results: dict) -> list[str]:
     return lines
 
 
-def _parser() -> argparse.ArgumentParser:
-    """The flags of this measurement (`--help` lists them)."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -199,8 +198,63 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def row_plan(args: argparse.Namespace) -> list[tuple[str, str, bool, int, str]]:
+    """The rows to time: `(row name, method, packed, token budget, VCPO's norms)`."""
+    plan = [(m, m, True, args.micro_tokens, "in_backward") for m in args.methods.split(",")]
+    if not args.no_padded_reference:
+        plan.append(("grpo (padded)", "grpo", False, args.micro_tokens, "per_trajectory"))
+    if args.vcpo_reference:
+        name = "vcpo (one backward per trajectory)"
+        plan.append((name, "vcpo", True, args.micro_tokens, "per_trajectory"))
+    for budget in filter(None, args.sweep_micro_tokens.split(",")):
+        name = f"grpo (micro-batch <= {int(budget)} tokens)"
+        plan.append((name, "grpo", True, int(budget), "in_backward"))
+    return plan
+
+
+def time_row(
+    plan_row: tuple[str, str, bool, int, str],
+    args: argparse.Namespace,
+    model,
+    optimizer,
+    scheduler,
+    batch: TrajectoryBatch,
+    *,
+    params: int,
+    real_tokens: int,
+    response_len: int,
+) -> dict:
+    """One row of the table: its updates timed (MFU from `params` and the batch's
+    `real_tokens`), or the error that stopped it."""
+    name, method, packed, budget, norms = plan_row
+    device = args.device
+    row: dict = {"name": name, "method": method, "packed": packed, "micro_tokens": budget}
+    learner = None
+    try:
+        settings = settings_for(method, response_len, packed, budget, args.groups_per_micro, norms)
+        learner = Learner(model, optimizer, scheduler, settings)
+        timed = time_updates(learner, batch, args.steps)
+        seconds = statistics.median(timed["seconds"])
+        row.update(
+            seconds=timed["seconds"],
+            seconds_median=seconds,
+            peak_memory_gib=max(timed["peaks"]) if device == "cuda" else None,
+            mfu=6 * params * real_tokens / seconds / (args.peak_tflops * 1e12),
+            micro_batches=len(learner.micro_batches(batch)),
+            metrics={k: v for k, v in timed["metrics"].items() if not k.startswith("perf/")},
+        )
+    except Exception as error:  # report and go on: one failure must not lose the table
+        row["error"] = f"{type(error).__name__}: {error}"[:300]
+    finally:
+        learner = None
+        gc.collect()
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return row
+
+
 def main(argv: list[str] | None = None) -> dict:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
@@ -235,41 +289,18 @@ def main(argv: list[str] | None = None) -> dict:
         "mfu_formula": "6 * params * real_tokens / seconds / (peak_tflops * 1e12)",
         "rows": [],
     }
-    # (row name, method, packed, token budget, VCPO's norms)
-    plan = [(m, m, True, args.micro_tokens, "in_backward") for m in args.methods.split(",")]
-    if not args.no_padded_reference:
-        plan.append(("grpo (padded)", "grpo", False, args.micro_tokens, "per_trajectory"))
-    if args.vcpo_reference:
-        name = "vcpo (one backward per trajectory)"
-        plan.append((name, "vcpo", True, args.micro_tokens, "per_trajectory"))
-    for budget in filter(None, args.sweep_micro_tokens.split(",")):
-        name = f"grpo (micro-batch <= {int(budget)} tokens)"
-        plan.append((name, "grpo", True, int(budget), "in_backward"))
-    for name, method, packed, budget, norms in plan:
-        row: dict = {"name": name, "method": method, "packed": packed, "micro_tokens": budget}
-        learner = None
-        try:
-            settings = settings_for(
-                method, response_len, packed, budget, args.groups_per_micro, norms
-            )
-            learner = Learner(model, optimizer, scheduler, settings)
-            timed = time_updates(learner, batch, args.steps)
-            seconds = statistics.median(timed["seconds"])
-            row.update(
-                seconds=timed["seconds"],
-                seconds_median=seconds,
-                peak_memory_gib=max(timed["peaks"]) if device == "cuda" else None,
-                mfu=6 * params * real_tokens / seconds / (args.peak_tflops * 1e12),
-                micro_batches=len(learner.micro_batches(batch)),
-                metrics={k: v for k, v in timed["metrics"].items() if not k.startswith("perf/")},
-            )
-        except Exception as error:  # report and go on: one failure must not lose the table
-            row["error"] = f"{type(error).__name__}: {error}"[:300]
-        finally:
-            learner = None
-            gc.collect()
-            if device == "cuda":
-                torch.cuda.empty_cache()
+    for plan_row in row_plan(args):
+        row = time_row(
+            plan_row,
+            args,
+            model,
+            optimizer,
+            scheduler,
+            batch,
+            params=params,
+            real_tokens=real_tokens,
+            response_len=response_len,
+        )
         results["rows"].append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "metrics"}), flush=True)
         Path(args.out).write_text(json.dumps(results, indent=1))

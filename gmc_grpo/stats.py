@@ -1,4 +1,5 @@
-"""Interval statistics shared by the toy analyses and the figures (quantiles from `scipy.stats`).
+"""Interval statistics shared by the toy analyses, the LM bias measurement and the figures
+(quantiles from `scipy.stats`).
 
 Every interval is two-sided at confidence `level`. Means over independent seeds use Student's t
 (`t_interval`); means over many Monte Carlo draws use the normal quantile (`normal_quantile`);
@@ -19,12 +20,27 @@ test of `n` seeds whose per-seed differences have standard deviation `sd` reject
 `alpha` (two-sided) with probability `P(|T'| > t_{1-alpha/2, n-1})`, `T'` noncentral t with
 `n - 1` degrees of freedom and noncentrality `delta sqrt(n) / sd` for a true mean difference
 `delta`: exact for normal differences (the textbook formula, e.g. Cohen 1988, ch. 2).
+
+**Block vectors** (`gram_matrix`, `two_sample_u`, `jackknife_interval`, `gram_statistics`;
+`llm_runs.lm_bias` measures with them): with `K` i.i.d. block estimates `x_k` of a vector mean
+and `K0` i.i.d. blocks `y_j` of another, independent of them,
+
+    U = sum_{k != k'} <x_k, x_k'> / (K (K-1)) - 2 <x_bar, y_bar> + sum_{j != j'} <y_j, y_j'> / (K0 (K0-1))
+
+is unbiased for `||E x - E y||^2` (the Monte Carlo noise of both means removed, not just shrunk),
+computed from the Gram matrix of all the blocks. Its interval is normal with the two-sample
+delete-one jackknife variance (one block of either sample left out at a time). `torch` is imported
+inside these functions, so that `gmc-grpo theory` (which reads this module) never loads it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 def _check_level(level: float) -> None:
@@ -195,3 +211,175 @@ def minimum_detectable_difference(
     while paired_t_power(high, sd, n, alpha) < power:
         high *= 2
     return float(brentq(lambda d: paired_t_power(d, sd, n, alpha) - power, 0.0, high, xtol=1e-12))
+
+
+# ----------------------------------------------------------------------------------------------
+# Statistics of block vectors, from their Gram matrix (module docstring)
+# ----------------------------------------------------------------------------------------------
+
+
+def normal_interval(value: float, se: float, level: float = 0.95) -> dict[str, float]:
+    """`{value, lo, hi, se}`: the normal interval `value -+ z se` at confidence `level`."""
+    z = normal_quantile(level)
+    return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se}
+
+
+def mean_interval(values: Sequence[float | None], level: float = 0.95) -> dict[str, float]:
+    """Normal interval for the mean of i.i.d. block values: `{value, lo, hi, se}`.
+
+    `None` and non-finite values are dropped; with no value every entry is NaN, with one the
+    standard error is infinite.
+    """
+    x = [v for v in values if v is not None and math.isfinite(v)]
+    if not x:
+        return {"value": math.nan, "lo": math.nan, "hi": math.nan, "se": math.nan}
+    mean = sum(x) / len(x)
+    se = (
+        math.sqrt(sum((v - mean) ** 2 for v in x) / (len(x) - 1) / len(x))
+        if len(x) > 1
+        else math.inf
+    )
+    return normal_interval(mean, se, level)
+
+
+def independent_difference(
+    a: Mapping[str, float], b: Mapping[str, float], level: float = 0.95
+) -> dict[str, float]:
+    """`a - b` of two independent estimates `{value, se, ...}`: `{value, lo, hi, se}`, the
+    normal interval of the summed variances."""
+    return normal_interval(a["value"] - b["value"], math.sqrt(a["se"] ** 2 + b["se"] ** 2), level)
+
+
+def interval_sign(interval: Mapping[str, float]) -> str:
+    """Where an interval `{lo, hi}` lies: `"above 0"`, `"below 0"` or `"not resolved"`."""
+    if interval["lo"] > 0:
+        return "above 0"
+    if interval["hi"] < 0:
+        return "below 0"
+    return "not resolved"
+
+
+def gram_matrix(vectors: Sequence[Tensor], chunk: int = 1 << 16) -> Tensor:
+    """`[N, N]` float64 inner products of `N` vectors `[P]` (accumulated over chunks of `P`)."""
+    import torch
+
+    stacked = torch.stack(list(vectors))
+    gram = torch.zeros(len(vectors), len(vectors), dtype=torch.float64)
+    for start in range(0, stacked.shape[1], chunk):
+        part = stacked[:, start : start + chunk].double()
+        gram += part @ part.T
+    return gram
+
+
+def offdiag_mean(block: Tensor) -> Tensor:
+    """Mean of the off-diagonal entries of a square `[K, K]` block (K >= 2): the unbiased
+    estimate of `||E x||^2` from the Gram matrix of `K` i.i.d. vectors."""
+    k = block.shape[0]
+    return (block.sum() - block.diagonal().sum()) / (k * (k - 1))
+
+
+def two_sample_u(gram: Tensor, x: Sequence[int], y: Sequence[int]) -> Tensor:
+    """`U` of the module docstring: unbiased for `||E x - E y||^2`, from the Gram matrix `[N, N]`
+    of all block vectors and the indices of the `x` and `y` blocks (at least 2 each)."""
+    import torch
+
+    xi, yi = torch.as_tensor(list(x)), torch.as_tensor(list(y))
+    gxx, gyy = gram[xi][:, xi], gram[yi][:, yi]
+    return offdiag_mean(gxx) - 2 * gram[xi][:, yi].mean() + offdiag_mean(gyy)
+
+
+def jackknife_interval(
+    statistic: Callable[[list[int], list[int]], Any],
+    x: Iterable[int],
+    y: Iterable[int],
+    level: float,
+) -> dict[str, float]:
+    """`{value, lo, hi, se}`: `statistic(x, y)` with a normal interval from the two-sample
+    delete-one jackknife (each `x` block left out, then each `y` block; variances added).
+
+    statistic: a function of two index lists (the blocks kept of each sample) returning a
+    number; x, y: the indices of the two samples' blocks (a sample of fewer than 3 blocks adds
+    no variance).
+    """
+    x, y = list(x), list(y)
+    value = float(statistic(x, y))
+    var = 0.0
+    for sample, other, first in ((x, y, True), (y, x, False)):
+        n = len(sample)
+        if n < 3:
+            continue
+        leave = [
+            float(
+                statistic(sample[:k] + sample[k + 1 :], other)
+                if first
+                else statistic(other, sample[:k] + sample[k + 1 :])
+            )
+            for k in range(n)
+        ]
+        mean = sum(leave) / n
+        var += (n - 1) / n * sum((v - mean) ** 2 for v in leave)
+    se = math.sqrt(var)
+    z = normal_quantile(level)
+    return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se}
+
+
+def gram_statistics(
+    gram: Tensor,
+    methods: dict[str, list[int]],
+    target: list[int],
+    level: float,
+    pairs: Sequence[tuple[str, str]] = (("gmc", "tic"),),
+) -> dict[str, Any]:
+    """Squared bias (absolute and relative to `||E y||^2`) of each method's blocks against the
+    target's, and the paired differences of `pairs`, all with jackknife intervals.
+
+    gram: `[N, N]` float64 Gram matrix of all block vectors; methods: name -> indices of its
+    `K` blocks (the same `K` for every method, block `k` of each from the same samples, so a
+    pair's difference leaves out the same block of both); target: indices of the `K0` target
+    blocks. Returns `{"target_norm_sq": interval, "methods": {name: {"bias_sq",
+    "relative_bias_sq"}}, "paired": {"a - b": {"bias_sq", "relative_bias_sq"}}}`, each entry a
+    `jackknife_interval`.
+    """
+    import torch
+
+    norm = jackknife_interval(
+        lambda _x, y: offdiag_mean(gram[torch.as_tensor(y)][:, torch.as_tensor(y)]),
+        [],
+        target,
+        level,
+    )
+    out: dict[str, Any] = {"target_norm_sq": norm, "methods": {}, "paired": {}}
+    for name, xs in methods.items():
+
+        def bias(kx: list[int], ky: list[int], xs: list[int] = xs) -> Tensor:
+            return two_sample_u(gram, [xs[k] for k in kx], ky)
+
+        def relative(kx: list[int], ky: list[int], xs: list[int] = xs) -> Tensor:
+            yi = torch.as_tensor(ky)
+            return bias(kx, ky, xs) / offdiag_mean(gram[yi][:, yi])
+
+        positions = list(range(len(xs)))
+        out["methods"][name] = {
+            "bias_sq": jackknife_interval(bias, positions, target, level),
+            "relative_bias_sq": jackknife_interval(relative, positions, target, level),
+        }
+    for a, b in pairs:
+        if a not in methods or b not in methods:
+            continue
+        xa, xb = methods[a], methods[b]
+
+        def diff(kx: list[int], ky: list[int], xa: list[int] = xa, xb: list[int] = xb) -> Tensor:
+            return two_sample_u(gram, [xa[k] for k in kx], ky) - two_sample_u(
+                gram, [xb[k] for k in kx], ky
+            )
+
+        def rel_diff(kx: list[int], ky: list[int], xa=xa, xb=xb) -> Tensor:
+            yi = torch.as_tensor(ky)
+            return diff(kx, ky, xa, xb) / offdiag_mean(gram[yi][:, yi])
+
+        positions = list(range(len(xa)))
+        out["paired"][f"{a} - {b}"] = {
+            "bias_sq": jackknife_interval(diff, positions, target, level),
+            "relative_bias_sq": jackknife_interval(rel_diff, positions, target, level),
+        }
+    return out

@@ -1,10 +1,15 @@
 """`gmc-grpo llm bias`: each estimator's bias on a language model, at checkpoints of a delayed
-run against their stale behavior policies (`llm_runs.lm_bias`). Registered in `llm_runs.cli`."""
+run against their stale behavior policies (`llm_runs.lm_bias`). Registered in `llm_runs.cli`.
+
+This track writes numbers (`bias.json`); the Markdown report `bias.md` is rendered by the
+function the caller hands to `run` (`gmc-grpo llm bias` hands it
+`pipeline.llm_bias_stage.bias_table_markdown`, through `pipeline.llm`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,9 @@ policy of step n - lag, many groups are drawn from the behavior policy and every
 gradient estimate is computed on the same samples; its squared bias against the on-policy
 gradient (estimated from on-policy groups) is estimated without Monte Carlo bias, with a
 jackknife interval, and GMC - TIC paired. Writes OUT/bias.json and OUT/bias.md."""
+
+#: a `bias_of_run` result -> its Markdown report (the pipeline's; this track formats no report)
+RenderReport = Callable[[dict[str, Any]], str]
 
 EPILOG = """examples:
   gmc-grpo llm bias --recipe tiny_delay --out runs/lm_bias     # train the run, then measure
@@ -122,7 +130,8 @@ def train_for_bias(
     return out
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, render_report: RenderReport | None = None) -> int:
+    """Measure as `args` says; with `render_report`, also write (and print) `bias.md`."""
     from gmc_grpo.fieldchecks import parse_int_list, parse_name_list
     from llm_runs.lm_bias import BiasSettings
 
@@ -138,14 +147,19 @@ def run(args: argparse.Namespace) -> int:
     )
     out = Path(args.out)
     with removed_on_failure(out):  # a refused command leaves no empty --out behind
-        return _measure(args, settings, steps, out)
+        return _measure(args, settings, steps, out, render_report)
 
 
 def _measure(
-    args: argparse.Namespace, settings: Any, steps: tuple[int, ...] | None, out: Path
+    args: argparse.Namespace,
+    settings: Any,
+    steps: tuple[int, ...] | None,
+    out: Path,
+    render_report: RenderReport | None,
 ) -> int:
-    """Train (or take) the run, measure its bias, write `out/bias.json` and `out/bias.md`."""
-    from llm_runs.lm_bias import bias_markdown, bias_of_run
+    """Train (or take) the run, measure its bias, write `out/bias.json` and (with
+    `render_report`) `out/bias.md`."""
+    from llm_runs.lm_bias import bias_of_run
 
     out.mkdir(parents=True, exist_ok=True)
     if args.run:
@@ -167,7 +181,10 @@ def _measure(
 
     result["environment"] = environment_info()
     atomic_write_json(out / "bias.json", json.loads(json.dumps(result, default=str)))
-    text = bias_markdown(result)
+    if render_report is None:
+        print(f"wrote {out / 'bias.json'}")
+        return 0
+    text = render_report(result)
     atomic_write_text(out / "bias.md", text)
     print(text)
     print(f"wrote {out / 'bias.json'} and {out / 'bias.md'}")

@@ -1,7 +1,10 @@
 """`gmc-grpo llm ...`: the Qwen3 track's command line.
 
 Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
-it is registered by one line in `SUBCOMMANDS`. Modules are imported only when their subcommand
+it is registered by one line in `SUBCOMMANDS`. A subcommand that writes a Markdown report takes
+its renderer as `run(args, render)`, handed in from above (`main(argv, renderers=...)`: the
+`gmc-grpo` command goes through `pipeline.llm`, which hands `llm bias` its report's renderer; this
+track formats no report). Modules are imported only when their subcommand
 runs (or prints its help), so `gmc-grpo llm --help` imports neither torch nor transformers.
 """
 
@@ -10,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from gmc_grpo.determinism import pin_at_entry
 from gmc_grpo.errors import report_error, run_reported
@@ -74,8 +79,16 @@ def build_subparser(name: str) -> tuple[argparse.ArgumentParser, object]:
     return parser, module
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Route `gmc-grpo llm <subcommand> ...`; return the exit status."""
+def main(
+    argv: list[str] | None = None,
+    *,
+    renderers: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
+) -> int:
+    """Route `gmc-grpo llm <subcommand> ...`; return the exit status.
+
+    renderers: subcommand -> the function rendering its results as Markdown, passed to its
+    `run(args, render)` (`pipeline.llm`); a subcommand without one writes its numbers only.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     pinned = pin_at_entry(PROG)  # before a subcommand imports torch (gmc_grpo.determinism)
     if pinned is not None:
@@ -96,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         else "rerun the same command to continue"
     )
     try:
-        return run_reported(prog, lambda: int(module.run(args) or 0), continue_hint=hint)
+        render = (renderers or {}).get(name)
+        call = (lambda: module.run(args)) if render is None else (lambda: module.run(args, render))
+        return run_reported(prog, lambda: int(call() or 0), continue_hint=hint)
     except RuntimeError as exc:
         # e.g. an engine that cannot start: one clear line, no traceback (`docs/DESIGN.md`)
         if report_error(prog, ValueError(str(exc))) is None:

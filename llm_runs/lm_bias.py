@@ -35,9 +35,9 @@ the block means are i.i.d. within each sample),
 is unbiased for `||E g - grad J / T||^2` (the two-sample form of the toy's U-statistic; the
 Monte Carlo noise of both means is removed, not just shrunk). Its interval is normal with the
 two-sample delete-one jackknife variance (one block of either sample left out at a time), all
-from the Gram matrix of the block vectors (`gram_statistics`). `GMC - TIC` is the same statistic
-of the difference, paired (the two share every sample, so the jackknife leaves out the same
-block of both). The relative squared bias divides by the unbiased estimate of
+from the Gram matrix of the block vectors (`gmc_grpo.stats.gram_statistics`). `GMC - TIC` is
+the same statistic of the difference, paired (the two share every sample, so the jackknife
+leaves out the same block of both). The relative squared bias divides by the unbiased estimate of
 `||grad J / T||^2` (`sum_{j != j'} <y_j, y_j'> / (K0 (K0 - 1))`), its interval by the same
 jackknife. Removed mass, capped fraction and the KL between the current and the behavior policy
 (`E_theta[log pi_theta(y) / mu(y)]` over the target's on-policy samples: the low-variance
@@ -52,7 +52,6 @@ its interval); GMC's squared bias below TIC's at a stale checkpoint (the paired 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -65,7 +64,14 @@ from torch import Tensor
 from gmc_grpo import advantages as advantage_lib
 from gmc_grpo.losses import gradient_weights, minibatch_diagnostics
 from gmc_grpo.methods import MethodSettings, get_method
-from gmc_grpo.stats import normal_quantile
+from gmc_grpo.stats import (
+    gram_matrix,
+    gram_statistics,
+    independent_difference,
+    interval_sign,
+    mean_interval,
+)
+from llm_runs.run_policies import checkpoint_steps, policy_dir, run_config
 
 #: The estimators of item 5 (IS, TIC, GMC, GRPO, VCPO's truncation).
 DEFAULT_METHODS: tuple[str, ...] = ("is", "tic", "gmc", "grpo", "vcpo")
@@ -121,138 +127,6 @@ class BiasSettings:
             )
         if not 0 < self.level < 1:
             raise ValueError(f"BiasSettings.level={self.level}: must be in (0, 1)")
-
-
-# ----------------------------------------------------------------------------------------------
-# Statistics of block vectors, from their Gram matrix
-# ----------------------------------------------------------------------------------------------
-
-
-def _offdiag_mean(block: Tensor) -> Tensor:
-    k = block.shape[0]
-    return (block.sum() - block.diagonal().sum()) / (k * (k - 1))
-
-
-def two_sample_u(gram: Tensor, x: Sequence[int], y: Sequence[int]) -> Tensor:
-    """`U` of the module docstring: unbiased for `||E x - E y||^2`, from the Gram matrix `[N, N]`
-    of all block vectors and the indices of the `x` and `y` blocks (at least 2 each)."""
-    xi, yi = torch.as_tensor(list(x)), torch.as_tensor(list(y))
-    gxx, gyy = gram[xi][:, xi], gram[yi][:, yi]
-    return _offdiag_mean(gxx) - 2 * gram[xi][:, yi].mean() + _offdiag_mean(gyy)
-
-
-def jackknife_interval(
-    statistic: Callable[[list[int], list[int]], float],
-    x: Sequence[int],
-    y: Sequence[int],
-    level: float,
-) -> dict[str, float]:
-    """`{value, lo, hi, se}`: `statistic(x, y)` with a normal interval from the two-sample
-    delete-one jackknife (each `x` block left out, then each `y` block; variances added)."""
-    x, y = list(x), list(y)
-    value = float(statistic(x, y))
-    var = 0.0
-    for sample, other, first in ((x, y, True), (y, x, False)):
-        n = len(sample)
-        if n < 3:
-            continue
-        leave = [
-            float(
-                statistic(sample[:k] + sample[k + 1 :], other)
-                if first
-                else statistic(other, sample[:k] + sample[k + 1 :])
-            )
-            for k in range(n)
-        ]
-        mean = sum(leave) / n
-        var += (n - 1) / n * sum((v - mean) ** 2 for v in leave)
-    se = math.sqrt(var)
-    z = normal_quantile(level)
-    return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se}
-
-
-def gram_statistics(
-    gram: Tensor,
-    methods: dict[str, list[int]],
-    target: list[int],
-    level: float,
-    pairs: Sequence[tuple[str, str]] = (("gmc", "tic"),),
-) -> dict[str, Any]:
-    """Squared bias (absolute and relative to `||grad J / T||^2`) of each method's blocks against
-    the target's, and the paired differences of `pairs`, all with jackknife intervals.
-
-    gram: `[N, N]` float64 Gram matrix of all block vectors; methods: name -> indices of its
-    `K` blocks (the same `K` for every method, block `k` of each from the same samples); target:
-    indices of the `K0` on-policy blocks.
-    """
-    norm = jackknife_interval(
-        lambda _x, y: _offdiag_mean(gram[torch.as_tensor(y)][:, torch.as_tensor(y)]),
-        [],
-        target,
-        level,
-    )
-    out: dict[str, Any] = {"target_norm_sq": norm, "methods": {}, "paired": {}}
-    order = list(methods)
-    for name in order:
-        xs = methods[name]
-
-        def bias(kx: list[int], ky: list[int], xs: list[int] = xs) -> Tensor:
-            return two_sample_u(gram, [xs[k] for k in kx], ky)
-
-        def relative(kx: list[int], ky: list[int], xs: list[int] = xs) -> Tensor:
-            yi = torch.as_tensor(ky)
-            return bias(kx, ky, xs) / _offdiag_mean(gram[yi][:, yi])
-
-        positions = list(range(len(xs)))
-        out["methods"][name] = {
-            "bias_sq": jackknife_interval(bias, positions, target, level),
-            "relative_bias_sq": jackknife_interval(relative, positions, target, level),
-        }
-    for a, b in pairs:
-        if a not in methods or b not in methods:
-            continue
-        xa, xb = methods[a], methods[b]
-
-        def diff(kx: list[int], ky: list[int], xa: list[int] = xa, xb: list[int] = xb) -> Tensor:
-            return two_sample_u(gram, [xa[k] for k in kx], ky) - two_sample_u(
-                gram, [xb[k] for k in kx], ky
-            )
-
-        def rel_diff(kx: list[int], ky: list[int], xa=xa, xb=xb) -> Tensor:
-            yi = torch.as_tensor(ky)
-            return diff(kx, ky, xa, xb) / _offdiag_mean(gram[yi][:, yi])
-
-        positions = list(range(len(xa)))
-        out["paired"][f"{a} - {b}"] = {
-            "bias_sq": jackknife_interval(diff, positions, target, level),
-            "relative_bias_sq": jackknife_interval(rel_diff, positions, target, level),
-        }
-    return out
-
-
-def gram_matrix(vectors: Sequence[Tensor], chunk: int = 1 << 16) -> Tensor:
-    """`[N, N]` float64 inner products of `N` vectors `[P]` (accumulated over chunks of `P`)."""
-    stacked = torch.stack(list(vectors))
-    gram = torch.zeros(len(vectors), len(vectors), dtype=torch.float64)
-    for start in range(0, stacked.shape[1], chunk):
-        part = stacked[:, start : start + chunk].double()
-        gram += part @ part.T
-    return gram
-
-
-def mean_interval(values: Sequence[float], level: float) -> dict[str, float]:
-    """Normal interval for the mean of i.i.d. block values: `{value, lo, hi, se}` (NaN-free)."""
-    x = [v for v in values if v is not None and math.isfinite(v)]
-    if not x:
-        return {"value": math.nan, "lo": math.nan, "hi": math.nan, "se": math.nan}
-    mean = sum(x) / len(x)
-    se = (
-        math.sqrt(sum((v - mean) ** 2 for v in x) / (len(x) - 1) / len(x))
-        if len(x) > 1
-        else math.inf
-    )
-    z = normal_quantile(level)
-    return {"value": mean, "lo": mean - z * se, "hi": mean + z * se, "se": se}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -375,27 +249,21 @@ def draw_block(producer: Any, problems: Sequence[Any], groups: int, seed: int) -
     return producer.batch_of(producer.engine.generate(prompts, sampling), chosen, indices, 0)
 
 
-def measure_bias(
+#: `producer(which, group_size)`: a `RolloutProducer` sampling from the "current" or the
+#: "behavior" model's engine with groups of `group_size`
+ProducerOf = Callable[[str, int], Any]
+
+
+def _producers(
     current: torch.nn.Module,
     behavior: torch.nn.Module | None,
     tokenizer: Any,
     config: Any,
     problems: Sequence[Any],
-    settings: BiasSettings,
-    *,
-    lag: int,
-    seed_path: Sequence[int] = (),
-    reward_fn: Any = None,
-    progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:
-    """Every method's bias at one (current, behavior) pair, at every group size of `settings`.
-
-    current, behavior: the models (behavior None: on-policy, the check that every bias is 0);
-    config: the run's `TrainConfig` (temperature, lengths, method constants, task, reward);
-    problems: the training pool; lag: learner versions between them (A-3PO reads it);
-    seed_path: spawn key of this pair under `settings.seed`; progress(n): called per block.
-    Returns `{"target": ..., "by_group_size": {G: gram_statistics + diagnostics}, "kl": ...}`.
-    """
+    reward_fn: Any,
+) -> ProducerOf:
+    """The producers of `measure_bias`'s blocks: one HF engine per model (behavior None: the
+    current model's engine samples both), the run's task and reward."""
     from llm_runs.engines.hf import HFEngine
     from llm_runs.rollouts import RolloutProducer, Task
 
@@ -421,30 +289,35 @@ def measure_bias(
             reward_fn=reward_fn,
         )
 
-    method_settings = MethodSettings.of(config)
-    t = config.max_completion_tokens
-    estimators = estimators_of(settings, method_settings, t)
-    target_est = [
-        Estimator(
-            "target", get_method("is").loss_config(method_settings, max_length=t), "loo", False
-        )
-    ]
-    per_block = settings.trajectories_per_block
-    # the target: on-policy blocks of the current policy (IS with ratio 1 and LOO advantages)
+    return producer
+
+
+def _target_blocks(
+    current: torch.nn.Module,
+    behavior: torch.nn.Module | None,
+    producer: ProducerOf,
+    problems: Sequence[Any],
+    target: Estimator,
+    settings: BiasSettings,
+    *,
+    lag: int,
+    seed_path: Sequence[int],
+    progress: Callable[[int], None] | None,
+) -> tuple[list[Tensor], list[float]]:
+    """The target's `K0` on-policy block vectors `[P]` (the current policy's groups, IS with
+    ratio 1 and LOO advantages: unbiased for `grad J / T`) and, per block, the KL between the
+    current and the behavior policy on its samples (0 when behavior is None)."""
     vectors: list[Tensor] = []
-    target_index, kl_values = [], []
-    seeds = _block_seeds(settings.seed, (*seed_path, 0), settings.target_blocks)
-    for s in seeds:
+    kl_values: list[float] = []
+    per_block = settings.trajectories_per_block
+    for s in _block_seeds(settings.seed, (*seed_path, 0), settings.target_blocks):
         batch = draw_block(
             producer("current", settings.target_group_size),
             problems,
             per_block // settings.target_group_size,
             s,
         )
-        block = block_estimates(
-            current, None, batch, target_est, lag=lag, chunk=settings.logit_chunk
-        )
-        target_index.append(len(vectors))
+        block = block_estimates(current, None, batch, [target], lag=lag, chunk=settings.logit_chunk)
         vectors.append(block.gradients["target"])
         if behavior is not None:  # KL(pi || mu) = E_pi[log pi / mu], on the on-policy samples
             kl_values.append(_mean_log_ratio(current, behavior, batch, settings.logit_chunk))
@@ -452,44 +325,112 @@ def measure_bias(
             kl_values.append(0.0)
         if progress is not None:
             progress(1)
+    return vectors, kl_values
+
+
+def _group_size_statistics(
+    current: torch.nn.Module,
+    behavior: torch.nn.Module | None,
+    producer: ProducerOf,
+    problems: Sequence[Any],
+    estimators: Sequence[Estimator],
+    target_vectors: Sequence[Tensor],
+    settings: BiasSettings,
+    group_size: int,
+    *,
+    lag: int,
+    seed_path: Sequence[int],
+    progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    """`gram_statistics` of every estimator's `K` blocks of groups of `group_size` (drawn from
+    the behavior policy, all estimators on the same samples) against the target's blocks, with
+    the per-block diagnostics' intervals and `groups_per_block`."""
+    per_block = settings.trajectories_per_block
+    vectors = list(target_vectors)  # the Gram matrix's first K0 rows: the target's blocks
+    method_index: dict[str, list[int]] = {e.name: [] for e in estimators}
+    diagnostics: dict[str, dict[str, list[float]]] = {e.name: {} for e in estimators}
+    for s in _block_seeds(settings.seed, seed_path, settings.blocks):
+        batch = draw_block(producer("behavior", group_size), problems, per_block // group_size, s)
+        block = block_estimates(
+            current, behavior, batch, estimators, lag=lag, chunk=settings.logit_chunk
+        )
+        for e in estimators:
+            method_index[e.name].append(len(vectors))
+            vectors.append(block.gradients[e.name])
+            for key, value in block.diagnostics[e.name].items():
+                diagnostics[e.name].setdefault(key, []).append(value)
+        if progress is not None:
+            progress(1)
+    stats = gram_statistics(
+        gram_matrix(vectors), method_index, list(range(len(target_vectors))), settings.level
+    )
+    for name, values in diagnostics.items():
+        stats["methods"][name].update(
+            {key: mean_interval(v, settings.level) for key, v in values.items()}
+        )
+    stats["groups_per_block"] = per_block // group_size
+    return stats
+
+
+def measure_bias(
+    current: torch.nn.Module,
+    behavior: torch.nn.Module | None,
+    tokenizer: Any,
+    config: Any,
+    problems: Sequence[Any],
+    settings: BiasSettings,
+    *,
+    lag: int,
+    seed_path: Sequence[int] = (),
+    reward_fn: Any = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Every method's bias at one (current, behavior) pair, at every group size of `settings`.
+
+    current, behavior: the models (behavior None: on-policy, the check that every bias is 0);
+    config: the run's `TrainConfig` (temperature, lengths, method constants, task, reward);
+    problems: the training pool; lag: learner versions between them (A-3PO reads it);
+    seed_path: spawn key of this pair under `settings.seed`; progress(n): called per block.
+    Returns `{"kl": interval, "by_group_size": {G: gram_statistics + diagnostics},
+    "settings": asdict(settings)}`.
+    """
+    producer = _producers(current, behavior, tokenizer, config, problems, reward_fn)
+    method_settings = MethodSettings.of(config)
+    t = config.max_completion_tokens
+    estimators = estimators_of(settings, method_settings, t)
+    target = Estimator(
+        "target", get_method("is").loss_config(method_settings, max_length=t), "loo", False
+    )
+    # the target: on-policy blocks of the current policy, kept for every group size
+    target_vectors, kl_values = _target_blocks(
+        current,
+        behavior,
+        producer,
+        problems,
+        target,
+        settings,
+        lag=lag,
+        seed_path=seed_path,
+        progress=progress,
+    )
     out: dict[str, Any] = {
         "kl": mean_interval(kl_values, settings.level),
         "by_group_size": {},
     }
     for gi, group_size in enumerate(settings.group_sizes):
-        method_index: dict[str, list[int]] = {e.name: [] for e in estimators}
-        diagnostics: dict[str, dict[str, list[float]]] = {e.name: {} for e in estimators}
-        start = len(vectors)
-        for s in _block_seeds(settings.seed, (*seed_path, 1 + gi), settings.blocks):
-            batch = draw_block(
-                producer("behavior", group_size), problems, per_block // group_size, s
-            )
-            block = block_estimates(
-                current, behavior, batch, estimators, lag=lag, chunk=settings.logit_chunk
-            )
-            for e in estimators:
-                method_index[e.name].append(len(vectors))
-                vectors.append(block.gradients[e.name])
-                for key, value in block.diagnostics[e.name].items():
-                    diagnostics[e.name].setdefault(key, []).append(value)
-            if progress is not None:
-                progress(1)
-        keep = target_index + list(range(start, len(vectors)))
-        local = {old: new for new, old in enumerate(keep)}
-        gram = gram_matrix([vectors[i] for i in keep])
-        stats = gram_statistics(
-            gram,
-            {name: [local[i] for i in idx] for name, idx in method_index.items()},
-            [local[i] for i in target_index],
-            settings.level,
+        out["by_group_size"][group_size] = _group_size_statistics(
+            current,
+            behavior,
+            producer,
+            problems,
+            estimators,
+            target_vectors,
+            settings,
+            group_size,
+            lag=lag,
+            seed_path=(*seed_path, 1 + gi),
+            progress=progress,
         )
-        for name, values in diagnostics.items():
-            stats["methods"][name].update(
-                {key: mean_interval(v, settings.level) for key, v in values.items()}
-            )
-        stats["groups_per_block"] = per_block // group_size
-        out["by_group_size"][group_size] = stats
-        del vectors[start:]  # the target's vectors stay for the next group size
     out["settings"] = asdict(settings)
     return out
 
@@ -507,62 +448,8 @@ def _mean_log_ratio(
 
 
 # ----------------------------------------------------------------------------------------------
-# A training run's checkpoints, the findings, the report
+# A training run's checkpoints (`llm_runs.run_policies`), the findings
 # ----------------------------------------------------------------------------------------------
-
-
-def run_config(run_dir: str | Path) -> Any:
-    """The `TrainConfig` a run was trained with (its `config.json`)."""
-    from gmc_grpo.records import read_run_config
-    from llm_runs.config import TrainConfig
-    from llm_runs.recipes import config_from_values
-
-    payload = read_run_config(Path(run_dir))
-    if payload is None:
-        raise FileNotFoundError(
-            f"{run_dir} holds no training run (no config.json): pass --run a folder written by "
-            "`gmc-grpo llm train`, or --recipe to train one first"
-        )
-    stored = payload.get("config", payload)
-    if not isinstance(stored, dict) or "inner_steps" not in stored:  # a toy run, an eval, ...
-        raise ValueError(
-            f"{run_dir} holds another kind of run (its config.json is not an `llm train` "
-            "config): pass --run a folder written by `gmc-grpo llm train`, or --recipe"
-        )
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return config_from_values({k: v for k, v in stored.items() if k in names})
-
-
-def policy_dir(run_dir: str | Path, step: int) -> Path:
-    """The model folder of the policy at `step` of a run: its checkpoint, or for step 0 the
-    initial policy the run built (`initial_model/`, `base_model/`) or was given (`model`)."""
-    from llm_runs.checkpoint import list_checkpoints
-
-    run = Path(run_dir)
-    if step > 0:
-        found = list_checkpoints(run)
-        if step not in found:
-            raise FileNotFoundError(
-                f"{run} has no checkpoint of step {step}; checkpoints: {sorted(found)}"
-            )
-        return found[step] / "model"
-    for name in ("initial_model", "base_model"):
-        if (run / name / "config.json").is_file():
-            return run / name
-    config = run_config(run)
-    if config.model is not None and not config.sft_steps:
-        return Path(config.model)
-    raise FileNotFoundError(
-        f"{run} keeps no initial policy (it was built in a cache folder): measure at checkpoints "
-        "n with n - lag > 0, or train the run without cache_dir"
-    )
-
-
-def checkpoint_steps(run_dir: str | Path) -> list[int]:
-    """The steps of a run's complete checkpoints, increasing."""
-    from llm_runs.checkpoint import list_checkpoints
-
-    return sorted(list_checkpoints(Path(run_dir)))
 
 
 def bias_of_run(
@@ -639,22 +526,6 @@ def bias_of_run(
     }
 
 
-def _difference(a: dict[str, float], b: dict[str, float], level: float) -> dict[str, float]:
-    """`a - b` of two independent estimates, with the normal interval of the summed variances."""
-    value = a["value"] - b["value"]
-    se = math.sqrt(a["se"] ** 2 + b["se"] ** 2)
-    z = normal_quantile(level)
-    return {"value": value, "lo": value - z * se, "hi": value + z * se, "se": se}
-
-
-def _sign(interval: dict[str, float]) -> str:
-    if interval["lo"] > 0:
-        return "above 0"
-    if interval["hi"] < 0:
-        return "below 0"
-    return "not resolved"
-
-
 def bias_findings(checkpoints: Sequence[dict[str, Any]], level: float) -> dict[str, Any]:
     """The toy sweep's findings, checked on the LM (see the module docstring)."""
     is_rows, paired_rows, shrink_rows = [], [], []
@@ -675,7 +546,7 @@ def bias_findings(checkpoints: Sequence[dict[str, Any]], level: float) -> dict[s
             if "gmc - tic" in stats["paired"]:
                 interval = stats["paired"]["gmc - tic"]["bias_sq"]
                 verdict = {"below 0": "holds", "above 0": "reversed"}.get(
-                    _sign(interval), "not resolved"
+                    interval_sign(interval), "not resolved"
                 )
                 paired_rows.append(
                     {
@@ -691,7 +562,9 @@ def bias_findings(checkpoints: Sequence[dict[str, Any]], level: float) -> dict[s
             small, large = by_g[sizes[0]]["methods"], by_g[sizes[-1]]["methods"]
             for name in ("gmc", "tic"):
                 if name in small and name in large:
-                    diff = _difference(small[name]["bias_sq"], large[name]["bias_sq"], level)
+                    diff = independent_difference(
+                        small[name]["bias_sq"], large[name]["bias_sq"], level
+                    )
                     shrink_rows.append(
                         {
                             "step": c["step"],
@@ -716,47 +589,3 @@ def bias_findings(checkpoints: Sequence[dict[str, Any]], level: float) -> dict[s
         },
         "shrinks_with_G": shrink_rows,
     }
-
-
-def interval_text(interval: dict[str, float], spec: str = ".3g") -> str:
-    """An estimate `{"value", "lo", "hi"}` as `"value [lo, hi]"`, each number in format `spec`."""
-    return f"{interval['value']:{spec}} [{interval['lo']:{spec}}, {interval['hi']:{spec}}]"
-
-
-def bias_markdown(result: dict[str, Any]) -> str:
-    """Tables of a `bias_of_run` result: per checkpoint and `G` each method's squared bias
-    (absolute and relative to `||grad J / T||^2`) and removed mass; the findings."""
-    lines = []
-    for c in result["checkpoints"]:
-        lines += [
-            f"Checkpoint {c['step']} against its behavior policy {c['behavior_step']} "
-            f"(lag {result['lag']}): KL(current || behavior) {interval_text(c['kl'])} nats per response.",
-            "",
-            "| G | method | squared bias | relative | removed mass | capped |",
-            "| ---: | --- | --- | --- | --- | --- |",
-        ]
-        for g, stats in c["by_group_size"].items():
-            for name, row in stats["methods"].items():
-                removed = row.get("removed_mass", {"value": math.nan})
-                capped = row.get("capped_frac", {"value": math.nan})
-                lines.append(
-                    f"| {g} | {name} | {interval_text(row['bias_sq'])} | {interval_text(row['relative_bias_sq'])} | "
-                    f"{removed['value']:.3g} | {capped['value']:.3g} |"
-                )
-            for name, row in stats["paired"].items():
-                lines.append(
-                    f"| {g} | **{name}** (paired) | {interval_text(row['bias_sq'])} | {interval_text(row['relative_bias_sq'])} | | |"
-                )
-        lines.append("")
-    f = result["findings"]
-    lines += [
-        f"- IS unbiased (0 inside its interval): {f['is_unbiased']['holds']} of {f['is_unbiased']['of']} points.",
-        f"- GMC's squared bias below TIC's (paired interval below 0): {f['gmc_below_tic']['holds']} of "
-        f"{f['gmc_below_tic']['of']} points ({f['gmc_below_tic']['reversed']} reversed).",
-    ]
-    for r in f["shrinks_with_G"]:
-        lines.append(
-            f"- {r['method']}, checkpoint {r['step']}: squared bias at G = {r['smallest_G']} minus at "
-            f"G = {r['largest_G']}: {interval_text(r)} ({'shrinks' if r['shrinks'] else 'no resolved decrease'})."
-        )
-    return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@
 Each track owns its own parser in `<track>/cli.py` exposing `main(argv: list[str]) -> int`; this
 module only routes to it, and imports the track lazily so that `gmc-grpo theory` never imports
 torch or transformers. `gmc-grpo toy` goes through `pipeline.toy`, which adds the figure step
-(the toy track itself imports no `figures`).
+(the toy track itself imports no `figures`); `gmc-grpo llm` through `pipeline.llm`, which hands
+the track its reports' renderers (the track formats no report).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "token MDPs with exact gradients: estimator bias sweeps (`toy sweep`) and async learners",
     ),
     "llm": (
-        "llm_runs.cli",
+        "pipeline.llm",
         "the Qwen3 pipeline: `llm train` (async RL, six methods) and `llm eval` (six benchmarks)",
     ),
     "figures": (

@@ -4,6 +4,10 @@ Stages run in order; each writes into `<out>/<stage>/` and records `stage.json` 
 headline). A second run reuses every stage whose `stage.json` says it finished with the same
 settings (`--force` reruns). The report `<out>/REPORT.md` lists, per stage, what it checked, its
 headline results and the time it took.
+
+Each stage computes apart from formatting: a `*_results` function runs and measures and returns
+its results (numbers, intervals, verdicts), `*_markdown` (and `*_headline`) render them, and the
+stage function (the `Stage.runner`) joins the two.
 """
 
 from __future__ import annotations
@@ -57,36 +61,73 @@ class Stage:
     figure_runs: bool = True
 
 
-def theory_stage(out_dir: Path) -> dict[str, Any]:
-    """Claims table (sympy/mpmath derivations and numeric checks) and the bound plots."""
+@dataclass(frozen=True)
+class TheoryResults:
+    """What the theory stage computed: the claims table's rows (`theory.claims.evaluate_claims`),
+    their counts by section, the plots and the explorer page written, and the stage's folder
+    name (the report's links are relative to the report's folder)."""
+
+    rows: list[dict[str, Any]]
+    by_section: dict[str, Any]
+    plots: list[Path]
+    explorer: Path
+    stage_folder: str
+
+
+def theory_results(out_dir: Path) -> TheoryResults:
+    """Evaluate the claims table (sympy/mpmath derivations and numeric checks), write
+    `claims.json`, the bound plots and the bounds explorer."""
     from theory import claims, plots
-    from theory.evidence_kinds import kind_counts
     from theory.explorer_page import write_explorer_page
 
     rows = claims.evaluate_claims()
     atomic_write_json(out_dir / "claims.json", rows)
     written = plots.write_plots(out_dir)
     by_section = claims.summary_by_section(rows)
-    counts = by_section["paper"]
-    headline = claims_headline(by_section, kind_counts(rows))
-    images = "\n".join(
-        f"![{p.stem}]({out_dir.name}/{p.name})" for p in written if p.suffix == ".png"
-    )
     explorer = write_explorer_page(out_dir / "bounds_explorer.html")
-    markdown = (
-        f"The claims of §3-§4, re-derived with sympy and checked numerically: {headline}.\n\n"
-        + claims.claims_markdown(rows)
+    return TheoryResults(rows, by_section, list(written), explorer, out_dir.name)
+
+
+def theory_headline(results: TheoryResults) -> str:
+    """One line: the paper's claims and ours, by kind of verdict and of evidence."""
+    from theory.evidence_kinds import kind_counts
+
+    return claims_headline(results.by_section, kind_counts(results.rows))
+
+
+def theory_markdown(results: TheoryResults) -> str:
+    """The theory stage's section: the headline, the claims table, the plots, the explorer."""
+    from theory import claims
+
+    folder = results.stage_folder
+    images = "\n".join(
+        f"![{p.stem}]({folder}/{p.name})" for p in results.plots if p.suffix == ".png"
+    )
+    return (
+        f"The claims of §3-§4, re-derived with sympy and checked numerically: "
+        f"{theory_headline(results)}.\n\n"
+        + claims.claims_markdown(results.rows)
         + "\n"
         + images
         + f"\n\nTo move eps, N, tau4, eta, G, delta and the constants yourself: [the bounds "
-        f"explorer]({out_dir.name}/{explorer.name}) (one HTML file, no kernel or network "
+        f"explorer]({folder}/{results.explorer.name}) (one HTML file, no kernel or network "
         "needed; the numbers of `theory.explorer`).\n"
     )
-    return {"headline": headline, "markdown": markdown, "verdicts": counts}
 
 
-def figures_stage(out_dir: Path) -> dict[str, Any]:
-    """Every figure and table the earlier stages' run directories allow (`gmc-grpo figures`).
+def theory_stage(out_dir: Path) -> dict[str, Any]:
+    """Claims table (sympy/mpmath derivations and numeric checks) and the bound plots."""
+    results = theory_results(out_dir)
+    return {
+        "headline": theory_headline(results),
+        "markdown": theory_markdown(results),
+        "verdicts": results.by_section["paper"],
+    }
+
+
+def figures_results(out_dir: Path) -> tuple[Any, list[Stage]]:
+    """Every figure and table the earlier stages' run directories allow (`gmc-grpo figures`):
+    `(figures.cli.write_all's result, the stages whose folders were not read)`.
 
     Reads the sibling folders of `out_dir` (the other stages' outputs) except those of the stages
     whose runs belong to no drawn suite (`Stage.figure_runs`), and writes into `out_dir`.
@@ -95,29 +136,39 @@ def figures_stage(out_dir: Path) -> dict[str, Any]:
 
     not_read = [stage for stage in STAGES if not stage.figure_runs]
     exclude = [out_dir, *(out_dir.parent / stage.name for stage in not_read)]
-    result = write_all([out_dir.parent], out_dir, exclude=exclude, root=out_dir.parent)
-    headline = f"{len(result.written)} figures/tables made, {len(result.skipped)} not made"
+    return write_all([out_dir.parent], out_dir, exclude=exclude, root=out_dir.parent), not_read
+
+
+def figures_markdown(result: Any, not_read: list[Stage], stage_folder: str) -> str:
+    """The figures stage's section: what was drawn from which stages, the figures and tables
+    (`result.markdown`, images linked under `stage_folder/`)."""
     skipped_stages = "".join(
         f" Not read: `{stage.name}/` ({stage.title}), whose runs are not part of the suites "
         "drawn here (its own section reports them)."
         for stage in not_read
     )
-    markdown = (
+    return (
         "Figures and tables regenerated from the run records of the stages above "
         '(`gmc-grpo figures`); the paper\'s values sit beside ours, labelled "paper"; items '
         f"without a matching run are listed with the reason.{skipped_stages}\n\n"
-        + result.markdown(image_prefix=f"{out_dir.name}/")
+        + result.markdown(image_prefix=f"{stage_folder}/")
     )
+
+
+def figures_stage(out_dir: Path) -> dict[str, Any]:
+    """Every figure and table the earlier stages' run directories allow (`figures_results`)."""
+    result, not_read = figures_results(out_dir)
     return {
-        "headline": headline,
-        "markdown": markdown,
+        "headline": f"{len(result.written)} figures/tables made, {len(result.skipped)} not made",
+        "markdown": figures_markdown(result, not_read, out_dir.name),
         "written": sorted(result.written),
         "skipped": result.skipped,
     }
 
 
-def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
-    """`gmc-grpo toy sweep --quick`: bias and second moment of every estimator vs the exact gradient."""
+def toy_sweep_results(out_dir: Path) -> dict[str, Any]:
+    """Run `gmc-grpo toy sweep --quick` into `out_dir/run` (figures included) and return its
+    `summary.json` (`toy_mdps.sweep.analysis.summarise_sweep`: slopes and claims)."""
     from pipeline import toy
 
     run_dir = out_dir / "run"
@@ -125,41 +176,63 @@ def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
     code = toy.main(["sweep", "--quick", "--out", str(run_dir), "--no-progress", "--jobs", jobs])
     if code != 0:
         raise RuntimeError(f"gmc-grpo toy sweep --quick exited with {code}")
-    from toy_mdps.sweep.analysis import claims_markdown
+    return json.loads((run_dir / "summary.json").read_text())
 
-    summary = json.loads((run_dir / "summary.json").read_text())
+
+def toy_sweep_markdown(summary: dict[str, Any], stage_folder: str) -> str:
+    """The quick sweep's section: its size, the checks of the paper's chain, its figures."""
+    from pipeline.toy_report import sweep_claims_markdown
+
     lines = [
         f"Quick sweep: {summary['num_rows']} grid points (method × delay × $G$ × seed), "
-        f"{int(100 * summary['confidence'])}% intervals. Table: `{out_dir.name}/run/results.csv`.",
+        f"{int(100 * summary['confidence'])}% intervals. Table: `{stage_folder}/run/results.csv`.",
         "",
-        claims_markdown(summary),
+        sweep_claims_markdown(summary),
     ]
     lines += [
-        f"![{Path(p).stem}]({out_dir.name}/run/{p})"
+        f"![{Path(p).stem}]({stage_folder}/run/{p})"
         for p in summary.get("figures", [])
         if p.endswith(".png")
     ]
+    return "\n".join(lines) + "\n"
+
+
+def toy_sweep_stage(out_dir: Path) -> dict[str, Any]:
+    """`gmc-grpo toy sweep --quick`: bias and second moment of every estimator vs the exact gradient."""
     from pipeline.headlines import sweep_headline
 
-    return {"headline": sweep_headline(summary), "markdown": "\n".join(lines) + "\n"}
+    summary = toy_sweep_results(out_dir)
+    return {
+        "headline": sweep_headline(summary),
+        "markdown": toy_sweep_markdown(summary, out_dir.name),
+    }
 
 
-def toy_train_stage(out_dir: Path) -> dict[str, Any]:
-    """The quick toy training experiments (`gmc-grpo toy train --quick`), their figures and a
-    report section: `{"headline", "markdown", "experiments": summaries}`."""
+@dataclass(frozen=True)
+class ToyTrainResults:
+    """The quick toy training experiments, finished: per experiment its config, `summary.json`
+    and the reasons its runs fall outside the theorems' setting (`training_setting`; empty:
+    plain SGD at a constant step), and the stage's folder name."""
+
+    configs: dict[str, Any]
+    summaries: dict[str, dict[str, Any]]
+    settings: dict[str, list[str]]
+    stage_folder: str
+
+
+def toy_train_results(out_dir: Path) -> ToyTrainResults:
+    """Run the quick toy training experiments (`gmc-grpo toy train --quick`) and draw their
+    figures."""
     import torch
 
+    from pipeline.headlines import training_setting
     from pipeline.toy import draw_figures
     from toy_mdps.train.config import QUICK_EXPERIMENTS, ExperimentConfig, shipped_experiment
-    from toy_mdps.train.report import experiment_markdown
     from toy_mdps.train.run import run_experiment
 
     torch.set_num_threads(1)  # small tensors: one thread is fastest, and robust on shared cores
     out_dir = Path(out_dir)
-    from pipeline.headlines import toy_train_headline, training_setting
-
-    summaries, settings = {}, {}
-    parts = []
+    configs, summaries, settings = {}, {}, {}
     for name in QUICK_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
         settings[config.name] = training_setting(config.points()[0][1].to_dict())
@@ -167,10 +240,23 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
         run_experiment(config, experiment_dir, progress=False, jobs=machine_jobs())
         if config.figures:
             draw_figures("experiment", experiment_dir)
-        summary = json.loads((experiment_dir / "summary.json").read_text())
-        summaries[config.name] = summary
-        parts.append(experiment_markdown(config, summary, prefix=f"{out_dir.name}/{config.name}"))
-    headline = toy_train_headline(summaries, settings)
+        configs[config.name] = config
+        summaries[config.name] = json.loads((experiment_dir / "summary.json").read_text())
+    return ToyTrainResults(configs, summaries, settings, out_dir.name)
+
+
+def toy_train_markdown(results: ToyTrainResults) -> str:
+    """The toy training section: which runs are outside the theorems' setting, then each
+    experiment's report (`toy_mdps.train.report.experiment_markdown`)."""
+    from toy_mdps.train.report import experiment_markdown
+
+    parts = [
+        experiment_markdown(
+            config, results.summaries[name], prefix=f"{results.stage_folder}/{name}"
+        )
+        for name, config in results.configs.items()
+    ]
+    settings = results.settings
     outside = sorted({r for reasons in settings.values() for r in reasons})
     if outside:
         parts.insert(
@@ -183,7 +269,20 @@ def toy_train_stage(out_dir: Path) -> dict[str, Any]:
             + ", ".join(f"`{n}`" for n, r in settings.items() if not r)
             + " runs plain SGD at a constant step (the theorems' setting).",
         )
-    return {"headline": headline, "markdown": "\n\n".join(parts), "experiments": summaries}
+    return "\n\n".join(parts)
+
+
+def toy_train_stage(out_dir: Path) -> dict[str, Any]:
+    """The quick toy training experiments (`gmc-grpo toy train --quick`), their figures and a
+    report section: `{"headline", "markdown", "experiments": summaries}`."""
+    from pipeline.headlines import toy_train_headline
+
+    results = toy_train_results(out_dir)
+    return {
+        "headline": toy_train_headline(results.summaries, results.settings),
+        "markdown": toy_train_markdown(results),
+        "experiments": results.summaries,
+    }
 
 
 STAGES: tuple[Stage, ...] = (

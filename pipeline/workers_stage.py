@@ -10,13 +10,15 @@ section that answers:
     the delay-regularity condition of §2.2 hold, and does GMC's advantage over TIC survive?
 
 The numbers come from `toy_mdps.train.workers_analysis` (stored in each experiment's
-`summary.json`); this module only formats them. `gmc-grpo toy train --experiment mixed_full`
+`summary.json`): `workers_results` runs the experiments, `workers_report` (`mixed_markdown`,
+`regularity_markdown`) formats them. `gmc-grpo toy train --experiment mixed_full`
 (and `regularity_full`) run the full versions.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -206,8 +208,19 @@ def regularity_markdown(summary: dict[str, Any], prefix: str) -> tuple[str, str]
     return "\n".join(lines) + "\n", headline
 
 
-def workers_stage(out_dir: Path) -> dict[str, Any]:
-    """Run the quick worker experiments, draw their figures, return the report section."""
+@dataclass(frozen=True)
+class WorkerExperiment:
+    """One finished worker experiment: its kind (`"mixed_delay"` or `"delay_regularity"`), its
+    `summary.json` (the numbers of `toy_mdps.train.workers_analysis`) and the report's path
+    prefix of its folder (`<stage folder>/<experiment>`)."""
+
+    kind: str
+    summary: dict[str, Any]
+    prefix: str
+
+
+def workers_results(out_dir: Path) -> list[WorkerExperiment]:
+    """Run the quick worker experiments and draw their figures."""
     import torch
 
     from pipeline.toy import draw_figures
@@ -216,31 +229,47 @@ def workers_stage(out_dir: Path) -> dict[str, Any]:
 
     torch.set_num_threads(1)  # small tensors: one thread is fastest, and robust on shared cores
     out_dir = Path(out_dir)
-    sections, headlines = [], []
+    experiments = []
     for name in WORKER_EXPERIMENTS:
         config = ExperimentConfig.from_file(shipped_experiment(name))
         experiment_dir = out_dir / config.name
         run_experiment(config, experiment_dir, progress=False, jobs=machine_jobs())
         draw_figures("experiment", experiment_dir)
         summary = json.loads((experiment_dir / "summary.json").read_text())
-        prefix = f"{out_dir.name}/{config.name}"
-        if config.kind == "mixed_delay":
-            section, headline = mixed_markdown(summary, prefix)
-        else:
-            section, headline = regularity_markdown(summary, prefix)
+        experiments.append(WorkerExperiment(config.kind, summary, f"{out_dir.name}/{config.name}"))
+    return experiments
+
+
+INTRO = (
+    "Rollout workers as in §2.2 / Figure 1 (`gmc_grpo.staleness.WorkerSchedule`): $W$ "
+    "workers each generate one group from the snapshot current at launch, the learner takes "
+    "the $B$ earliest completed groups, so one batch mixes several lags and every group's "
+    "ratios use its own snapshot. Toy MDP $K=4$, $T=5$ (`gmc-grpo toy train --experiment "
+    "mixed_quick` / `regularity_quick`; `*_full` for $K=8$, $T=6$, $N=400$, 20 seeds).\n"
+)
+
+
+def workers_report(experiments: list[WorkerExperiment]) -> dict[str, str]:
+    """`{"headline", "markdown"}` of the finished worker experiments."""
+    sections, headlines = [], []
+    for experiment in experiments:
+        render = mixed_markdown if experiment.kind == "mixed_delay" else regularity_markdown
+        section, headline = render(experiment.summary, experiment.prefix)
         sections.append(section)
         headlines.append(headline)
-    intro = (
-        "Rollout workers as in §2.2 / Figure 1 (`gmc_grpo.staleness.WorkerSchedule`): $W$ "
-        "workers each generate one group from the snapshot current at launch, the learner takes "
-        "the $B$ earliest completed groups, so one batch mixes several lags and every group's "
-        "ratios use its own snapshot. Toy MDP $K=4$, $T=5$ (`gmc-grpo toy train --experiment "
-        "mixed_quick` / `regularity_quick`; `*_full` for $K=8$, $T=6$, $N=400$, 20 seeds).\n"
-    )
-    return {
-        "headline": "; ".join(headlines),
-        "markdown": intro + "\n" + "\n".join(sections),
-    }
+    return {"headline": "; ".join(headlines), "markdown": INTRO + "\n" + "\n".join(sections)}
 
 
-__all__ = ["mixed_markdown", "regularity_markdown", "workers_stage"]
+def workers_stage(out_dir: Path) -> dict[str, Any]:
+    """Run the quick worker experiments, draw their figures, return the report section."""
+    return workers_report(workers_results(out_dir))
+
+
+__all__ = [
+    "WorkerExperiment",
+    "mixed_markdown",
+    "regularity_markdown",
+    "workers_report",
+    "workers_results",
+    "workers_stage",
+]

@@ -7,6 +7,9 @@ Only points whose squared bias is significantly positive (`bias_sq > z se`) ente
 log of a bias indistinguishable from zero is undefined -- and the number left out is reported
 (`n_zero`). The slope's standard error is inflated by `sqrt(chi^2 / dof)` when the points scatter
 more than their errors allow; the interval is normal at the sweep's confidence level.
+
+`summarise_sweep` returns the results (numbers, intervals, verdicts, and each claim's wording in
+plain text and in LaTeX); the pipeline renders them (`pipeline.toy_report.sweep_claims_markdown`).
 """
 
 from __future__ import annotations
@@ -371,13 +374,3 @@ def _slope_claims(slopes: list[dict[str, Any]]) -> dict[str, Any]:
             "points_per_fit": sorted({s["n_points"] for s in tic_slopes}),
         },
     }
-
-
-def claims_markdown(summary: dict[str, Any]) -> str:
-    """The sweep's checks of the paper's chain as a Markdown table (`$...$` formulas): claim,
-    grid points where it holds (or, for GRPO's excess, where the bound is exceeded), of how many."""
-    lines = ["| check (paper's chain) | holds | of |", "| --- | ---: | ---: |"]
-    for claim in summary["claims"].values():
-        holds = claim.get("holds", claim.get("exceeds"))
-        lines.append(f"| {claim.get('claim_markdown', claim['claim'])} | {holds} | {claim['of']} |")
-    return "\n".join(lines) + "\n"

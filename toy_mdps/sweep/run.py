@@ -267,7 +267,7 @@ class CellComputer:
     ) -> list[dict[str, Any]]:
         """The rows of `(method, eps)` in `methods` for one cell, in that order."""
         config, mdp, policy = self.config, self.mdp, self.policy
-        T, L = mdp.max_length, policy.lipschitz_constant()
+        T = mdp.max_length
         started = time.perf_counter()
         self._set_pair(seed, si, staleness)
         pair = self.pair
@@ -295,75 +295,91 @@ class CellComputer:
                 out=self.workspace,
             )
             stats = summarise(est, pair["target"], config.confidence, in_place=True)
-            exact = pair["exact"]
-            kl_mean = exact["ratio/kl_exact"]
-            bound_eps = _bound_eps(spec, eps, settings)
-            sm_bound = float(
-                self.second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
-            )
-            removed_bound = None
-            if spec.removed_mass_bound is not None:
-                denominator = self.removed_mass_denominator[spec.removed_mass_bound]
-                removed_bound = kl_mean / float(denominator(settings.eps))
-            b = stats.bias
-            out.append(
-                {
-                    "method": method,
-                    "behavior": config.behavior,
-                    "staleness": staleness,
-                    "eps": eps,
-                    "group_size": group_size,
-                    "num_groups": config.num_groups,
-                    "num_minibatches": config.num_minibatches,
-                    "seed": seed,
-                    "advantage": advantage_kind(method, config.advantage),  # type: ignore[arg-type]
-                    **exact,
-                    "estimator/bias_sq": b.interval.value,
-                    "estimator/bias_sq_lo": b.interval.lo,
-                    "estimator/bias_sq_hi": b.interval.hi,
-                    "estimator/bias_sq_raw": b.raw,
-                    "estimator/mc_noise": b.noise,
-                    "estimator/relative_bias_sq": b.interval.value
-                    / exact["estimator/target_norm_sq"]
-                    if exact["estimator/target_norm_sq"] > 0
-                    else None,
-                    "estimator/effective_draws": config.num_minibatches
-                    * config.num_groups
-                    * group_size
-                    / mdp.num_prompts
-                    / (1.0 + exact["ratio/chi_square_exact_max"]),
-                    "estimator/second_moment": stats.second_moment.value,
-                    "estimator/second_moment_lo": stats.second_moment.lo,
-                    "estimator/second_moment_hi": stats.second_moment.hi,
-                    "ratio/removed_mass": _none_if_nan(stats.removed_mass.value),
-                    "ratio/removed_mass_lo": _none_if_nan(stats.removed_mass.lo),
-                    "ratio/removed_mass_hi": _none_if_nan(stats.removed_mass.hi),
-                    "ratio/capped_frac": _none_if_nan(stats.capped_frac.value),
-                    "ratio/capped_frac_lo": _none_if_nan(stats.capped_frac.lo),
-                    "ratio/capped_frac_hi": _none_if_nan(stats.capped_frac.hi),
-                    "ratio/clipped_token_frac": _none_if_nan(stats.clipped_token_frac.value),
-                    "ratio/clipped_token_frac_lo": _none_if_nan(stats.clipped_token_frac.lo),
-                    "ratio/clipped_token_frac_hi": _none_if_nan(stats.clipped_token_frac.hi),
-                    "ratio/log_max": float(est.log_ratio_max.max()),
-                    "chain/removed_mass_bound": removed_bound,
-                    "chain/removed_mass_bound_holds": None
-                    if removed_bound is None
-                    else bool(stats.removed_mass.lo <= removed_bound),
-                    "chain/second_moment_bound": sm_bound,
-                    "chain/second_moment_exceeds": bool(stats.second_moment.lo > sm_bound),
-                    "chain/kl_drift_bound": pair["drift_bound"],
-                    "chain/kl_drift_bound_holds": bool(
-                        exact["ratio/kl_exact_max"] <= pair["drift_bound"] * (1 + 1e-9)
-                    ),
-                    "mdp/lipschitz_L": L,
-                    "mdp/reward_max_R": config.reward_scale,
-                    "mdp/vocab_size": config.vocab_size,
-                    "mdp/max_length_T": T,
-                    "perf/wall_s": time.perf_counter() - started,
-                }
-            )
+            row = self._row(method, eps, spec, settings, seed, staleness, group_size, est, stats)
+            row["perf/wall_s"] = time.perf_counter() - started
+            out.append(row)
             started = time.perf_counter()
         return out
+
+    def _row(
+        self,
+        method: str,
+        eps: float | None,
+        spec: MethodSpec,
+        settings: MethodSettings,
+        seed: int,
+        staleness: float,
+        group_size: int,
+        est: Any,
+        stats: Any,
+    ) -> dict[str, Any]:
+        """One row of `rows` (all but `perf/wall_s`): the cell, the pair's exact quantities, the
+        estimator's statistics `stats` (`summarise` of `est`) and the chain's bounds."""
+        config, mdp, pair = self.config, self.mdp, self.pair
+        T, L = mdp.max_length, self.policy.lipschitz_constant()
+        exact = pair["exact"]
+        kl_mean = exact["ratio/kl_exact"]
+        bound_eps = _bound_eps(spec, eps, settings)
+        sm_bound = float(
+            self.second_moment_bound(bound_eps, T, L, config.reward_scale, config.vocab_size)
+        )
+        removed_bound = None
+        if spec.removed_mass_bound is not None:
+            denominator = self.removed_mass_denominator[spec.removed_mass_bound]
+            removed_bound = kl_mean / float(denominator(settings.eps))
+        b = stats.bias
+        return {
+            "method": method,
+            "behavior": config.behavior,
+            "staleness": staleness,
+            "eps": eps,
+            "group_size": group_size,
+            "num_groups": config.num_groups,
+            "num_minibatches": config.num_minibatches,
+            "seed": seed,
+            "advantage": advantage_kind(method, config.advantage),  # type: ignore[arg-type]
+            **exact,
+            "estimator/bias_sq": b.interval.value,
+            "estimator/bias_sq_lo": b.interval.lo,
+            "estimator/bias_sq_hi": b.interval.hi,
+            "estimator/bias_sq_raw": b.raw,
+            "estimator/mc_noise": b.noise,
+            "estimator/relative_bias_sq": b.interval.value / exact["estimator/target_norm_sq"]
+            if exact["estimator/target_norm_sq"] > 0
+            else None,
+            "estimator/effective_draws": config.num_minibatches
+            * config.num_groups
+            * group_size
+            / mdp.num_prompts
+            / (1.0 + exact["ratio/chi_square_exact_max"]),
+            "estimator/second_moment": stats.second_moment.value,
+            "estimator/second_moment_lo": stats.second_moment.lo,
+            "estimator/second_moment_hi": stats.second_moment.hi,
+            "ratio/removed_mass": _none_if_nan(stats.removed_mass.value),
+            "ratio/removed_mass_lo": _none_if_nan(stats.removed_mass.lo),
+            "ratio/removed_mass_hi": _none_if_nan(stats.removed_mass.hi),
+            "ratio/capped_frac": _none_if_nan(stats.capped_frac.value),
+            "ratio/capped_frac_lo": _none_if_nan(stats.capped_frac.lo),
+            "ratio/capped_frac_hi": _none_if_nan(stats.capped_frac.hi),
+            "ratio/clipped_token_frac": _none_if_nan(stats.clipped_token_frac.value),
+            "ratio/clipped_token_frac_lo": _none_if_nan(stats.clipped_token_frac.lo),
+            "ratio/clipped_token_frac_hi": _none_if_nan(stats.clipped_token_frac.hi),
+            "ratio/log_max": float(est.log_ratio_max.max()),
+            "chain/removed_mass_bound": removed_bound,
+            "chain/removed_mass_bound_holds": None
+            if removed_bound is None
+            else bool(stats.removed_mass.lo <= removed_bound),
+            "chain/second_moment_bound": sm_bound,
+            "chain/second_moment_exceeds": bool(stats.second_moment.lo > sm_bound),
+            "chain/kl_drift_bound": pair["drift_bound"],
+            "chain/kl_drift_bound_holds": bool(
+                exact["ratio/kl_exact_max"] <= pair["drift_bound"] * (1 + 1e-9)
+            ),
+            "mdp/lipschitz_L": L,
+            "mdp/reward_max_R": config.reward_scale,
+            "mdp/vocab_size": config.vocab_size,
+            "mdp/max_length_T": T,
+        }
 
 
 # one CellComputer per worker process of a parallel sweep (built by `_init_worker`)
