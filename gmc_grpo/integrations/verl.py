@@ -20,7 +20,8 @@ group (`rho_bar`, Prop. 2), so it is computed in two places:
    `RayPPOTrainer.fit` and `SeparateRayPPOTrainer._fit_compute_advantage` (the base of the
    fully-async and one-step-off-policy trainers; both import the name when called). verl's own
    rejection sampling and metrics still run first.
-2. The registered loss (`gmc_policy_loss`, names `"gmc"`, `"tic"`, `"vcpo"`, `"is"`): per token
+2. The registered loss (`gmc_policy_loss`, under every trajectory-level method's name,
+   `loss_names()`: `"gmc"`, `"tic"`, `"vcpo"`, `"is"` and a user's coefficient rule): per token
    `-c_i(theta) A_t log pi_theta(y_t)` with `c_i(theta) = c_i(pi_old) * pi_theta(y_i) / pi_old(y_i)`
    (trajectory ratio against `old_log_prob`, detached, its log clamped to +-20 as verl does per
    token), aggregated by verl's `agg_loss`. `loss_agg_mode="seq-mean-token-sum-norm"` with
@@ -31,10 +32,12 @@ variable): `pip install -e ".[verl]"` (in a clone) declares the `verl.plugins` e
 `gmc_grpo.integrations.verl_plugin`, which `import verl` loads in every verl process (driver,
 trainer, workers). Then
 
-- `algorithm.rollout_correction.rollout_is=gmc` (or `tic`, `vcpo`, `is`) selects the method of
-  the group step; verl's own levels (`token`, `sequence`, null) keep verl's behaviour;
-- `algorithm.rollout_correction.rollout_is_threshold` is the method's constant: the cap `1 + eps`
-  for GMC and TIC (1.28 is the paper's eps = 0.28, Appendix B.1), the truncation for VCPO (8);
+- `algorithm.rollout_correction.rollout_is=gmc` (or `tic`, `vcpo`, `is`, any of `loss_names()`)
+  selects the method of the group step; verl's own levels (`token`, `sequence`, null) keep verl's
+  behaviour;
+- `algorithm.rollout_correction.rollout_is_threshold` is the method's constant, as its spec says:
+  the cap `1 + eps` for a method with `uses_eps` (GMC, TIC; 1.28 is the paper's eps = 0.28,
+  Appendix B.1), the truncation for one with `uses_truncation` (VCPO; 8);
 - `actor_rollout_ref.actor.policy_loss.loss_mode=gmc` (or the same method name) applies them.
 
 verl's `validate_config` (called by `main_ppo` and the one-step-off-policy entry point) is wrapped
