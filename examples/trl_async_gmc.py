@@ -62,6 +62,8 @@ def write_log_history(trainer, output_dir: str | Path) -> Path:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from gmc_grpo.defaults import PAPER_EPS
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -73,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--tiny", action="store_true", help="CPU: tiny model built in code, in-process worker"
     )
     parser.add_argument("--method", default="gmc", choices=["gmc", "tic", "vcpo", "is"])
-    parser.add_argument("--eps", type=float, default=0.28, help="cap 1 + eps (Appendix B.1)")
+    parser.add_argument("--eps", type=float, default=PAPER_EPS, help="cap 1 + eps (Appendix B.1)")
     parser.add_argument(
         "--max-staleness", type=int, default=16, help="TRL drops samples older than this"
     )

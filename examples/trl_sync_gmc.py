@@ -30,6 +30,8 @@ if __package__ in (None, ""):  # run as a script: the clone's root on the path (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from gmc_grpo.defaults import PAPER_EPS
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -37,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="CPU: a tiny model built in code")
     parser.add_argument("--use-vllm", action="store_true", help="generate with vLLM (colocated)")
     parser.add_argument("--method", default="gmc", choices=["gmc", "tic", "vcpo", "is"])
-    parser.add_argument("--eps", type=float, default=0.28, help="cap 1 + eps (Appendix B.1)")
+    parser.add_argument("--eps", type=float, default=PAPER_EPS, help="cap 1 + eps (Appendix B.1)")
     parser.add_argument("--num-generations", type=int, default=4, help="G")
     parser.add_argument("--per-device-batch", type=int, default=8, help="a multiple of G")
     parser.add_argument("--steps-per-generation", type=int, default=2)

@@ -19,11 +19,18 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: the clone's root on the path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gmc_grpo.defaults import PAPER_EPS, VCPO_TRUNCATION  # noqa: E402
+from gmc_grpo.methods import get_method  # noqa: E402
 
 
 def gmc_overrides(
     method: str = "gmc",
-    cap: float = 1.28,
+    cap: float = 1.0 + PAPER_EPS,
     max_response_length: int = 4096,
     train_batch_size: int = 128,
     group_size: int = 8,
@@ -58,8 +65,6 @@ def gmc_overrides(
 
 def check(overrides: list[str]) -> dict:
     """Compose verl's `ppo_trainer` config with `overrides` and validate what a CPU can."""
-    from pathlib import Path
-
     import verl
     from hydra import compose, initialize_config_dir
     from verl.utils.config import omega_conf_to_dataclass
@@ -100,7 +105,10 @@ def main(argv: list[str] | None = None) -> dict | None:
     )
     parser.add_argument("--max-response-length", type=int, default=4096)
     args, rest = parser.parse_known_args(argv)
-    cap = args.cap if args.cap is not None else (8.0 if args.method == "vcpo" else 1.28)
+    if args.cap is not None:
+        cap = args.cap
+    else:  # the spec says what the threshold is: VCPO's truncation c, else the cap 1 + eps
+        cap = VCPO_TRUNCATION if get_method(args.method).uses_truncation else 1.0 + PAPER_EPS
     overrides = gmc_overrides(args.method, cap, args.max_response_length)
     if args.print:
         print("\n".join(overrides))

@@ -61,7 +61,7 @@ from figures.style import (
     removed_mass_kind,
     spans_decades,
 )
-from gmc_grpo.defaults import PAPER_CAP_EPS as PAPER_EPS
+from gmc_grpo.defaults import PAPER_EPS
 from gmc_grpo.stats import t_interval, t_quantile
 
 SUITES: tuple[str, ...] = ("fixed_delay", "length_coupled", "toy")

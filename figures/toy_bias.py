@@ -35,7 +35,7 @@ from figures.style import (
     method_spec,
     removed_mass_kind,
 )
-from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.defaults import PAPER_EPS
 
 Rows = list[dict[str, Any]]
 PAPER_GROUP_SIZE = 8.0
@@ -199,7 +199,7 @@ class Curves:
 
 
 def _grid_slice(rows: Rows, eps: float | None, group_size: int | None) -> tuple[Any, Any]:
-    eps = eps if eps is not None else _default(rows, "eps", PAPER_CAP_EPS)
+    eps = eps if eps is not None else _default(rows, "eps", PAPER_EPS)
     g = group_size if group_size is not None else _default(rows, "group_size", PAPER_GROUP_SIZE)
     return eps, g
 
@@ -269,7 +269,7 @@ def bias_vs_group_size_data(
         return None
     if slopes is None and isinstance(records, SweepRecords):
         slopes = records.slopes
-    eps = eps if eps is not None else _default(rows, "eps", PAPER_CAP_EPS)
+    eps = eps if eps is not None else _default(rows, "eps", PAPER_EPS)
     values = sorted({float(r["staleness"]) for r in rows})
     st = staleness if staleness is not None else (values[-1] if values else None)
     series, fits = {}, {}

@@ -7,14 +7,21 @@
   groups whose std is below `std_floor` get zero advantages (the common GRPO default, and VCPO's
   code). Our choice of the sample (unbiased) std and of `delta = 1e-4` follows common practice;
   the paper does not use this kind.
+
+`method_advantages` is the one dispatch both learners (toy and LLM) run: a method's baseline
+hook (`MethodSpec.baseline`, VCPO's) or its advantage kind.
 """
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, get_args
 
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from gmc_grpo.methods import MethodSettings, MethodSpec
 
 AdvantageKind = Literal["centered", "loo", "std"]
 ADVANTAGE_KINDS: tuple[str, ...] = get_args(AdvantageKind)
@@ -53,3 +60,39 @@ def compute(
     std = rewards.std(dim=-1, keepdim=True, unbiased=True)
     scaled = centered / (std + std_delta)
     return torch.where(std < std_floor, torch.zeros_like(scaled), scaled)
+
+
+#: `(needs_score_norms) -> (log_ratio [..., B, G], score_norm_sq [..., B, G] | None)`: a learner's
+#: trajectory log-ratios and, when asked, `||grad log pi(y_i | x)||^2` per trajectory.
+TrajectoryScores = Callable[[bool], tuple[Tensor, Tensor | None]]
+
+
+def method_advantages(
+    spec: MethodSpec,
+    choice: str,
+    rewards: Tensor,
+    settings: MethodSettings,
+    scores: TrajectoryScores,
+) -> Tensor:
+    """The advantages a learner uses for `spec`'s method (the toy and the LLM learner alike).
+
+    The method's baseline hook when it replaces the advantage (`spec.uses_baseline(choice)`:
+    VCPO's minimum-variance baseline under `"paper"`), else `compute` with the kind
+    `spec.advantage_kind(choice)`.
+
+    Args:
+        spec: the method's registry spec.
+        choice: `"paper"` (the method's own kind, or its baseline) or one of `ADVANTAGE_KINDS`.
+        rewards: `[..., B, G]`.
+        settings: the methods' constants, passed to the baseline hook.
+        scores: called only for a baseline, with its `needs_score_norms`: each learner computes
+            the log-ratios (and the score norms when asked) its own way (`TrajectoryScores`).
+    Returns:
+        `[..., B, G]` detached advantages.
+    """
+    if not spec.uses_baseline(choice):
+        return compute(rewards, spec.advantage_kind(choice))  # type: ignore[arg-type]
+    baseline = spec.baseline
+    assert baseline is not None
+    log_ratio, norms = scores(baseline.needs_score_norms)
+    return baseline.compute(rewards, log_ratio, norms, settings)

@@ -6,8 +6,12 @@ and its source are written once.
 
 from __future__ import annotations
 
-# Appendix B.1: TIC-GRPO and GMC-GRPO use eps_high = 0.28, i.e. the cap 1 + eps = 1.28.
-PAPER_CAP_EPS = 0.28
+# The paper's eps: Appendix B.1, "TIC-GRPO and GMC-GRPO use eps_high = 0.28", i.e. the cap
+# 1 + eps = 1.28 of TIC's trajectory clip (§4.3) and GMC's group mass (eq. 9, Prop. 2). Every
+# default eps of every track and every "the paper's eps" refers to this one name; the JSON
+# recipes write the number itself (they are data), and a test checks they equal it
+# (tests/core/test_core_defaults.py).
+PAPER_EPS = 0.28
 # Appendix B.1: vanilla GRPO's two-sided token clip, eps = 0.2 (also GAC's base loss; A-3PO's
 # value is our choice, the paper does not give one).
 TOKEN_CLIP = 0.2

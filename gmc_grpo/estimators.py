@@ -34,14 +34,11 @@ from typing import Literal, get_args
 import torch
 from torch import Tensor
 
-from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
+from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_EPS, TOKEN_CLIP, VCPO_TRUNCATION
 from gmc_grpo.logratio import log_group_mean_ratio, token_log_ratio
 
 TrajectoryMethod = Literal["is", "tic", "gmc", "vcpo"]
 TRAJECTORY_METHODS: tuple[str, ...] = get_args(TrajectoryMethod)
-# GMC scales a whole group at once, so its "capped" unit is the group; the other trajectory
-# methods cap trajectory by trajectory.
-GROUP_CAPPED_METHODS: tuple[str, ...] = ("gmc",)
 
 #: A user's trajectory-level weighting: `(s [..., G] float64 detached, eps) -> log c [..., G]`,
 #: with `0 <= c_i <= rho_i` (`gmc_grpo.methods` registers such a rule with a method's spec).
@@ -56,7 +53,7 @@ def _check_eps(eps: float) -> None:
 def log_coefficients(
     method: str,
     log_ratio: Tensor,
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
     rule: CoefficientRule | None = None,
@@ -103,7 +100,7 @@ def _log_coefficients64(method: str, s: Tensor, eps: float, truncation: float) -
 def coefficients(
     method: str,
     log_ratio: Tensor,
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     **kw: float | CoefficientRule | None,
 ) -> Tensor:
     """Detached per-trajectory coefficients `c_i = w_i rho_i` (`docs/DESIGN.md`, public API).
@@ -122,7 +119,7 @@ def coefficients(
 def weights(
     method: str,
     log_ratio: Tensor,
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     **kw: float | CoefficientRule | None,
 ) -> Tensor:
     """The weights `w_i = c_i / rho_i` in `[0, 1]`: `[B, G]`, detached."""
@@ -135,7 +132,7 @@ def weights(
 def group_diagnostics(
     method: str,
     log_ratio: Tensor,
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     **kw: float | CoefficientRule | None,
 ) -> dict[str, Tensor]:
     """Per-group diagnostics of a trajectory-level correction, all detached.
@@ -158,10 +155,13 @@ def group_diagnostics(
     return {"removed_mass": removed, "kept_mass": c.mean(dim=-1), "capped": log_c < s}
 
 
-def capped_units(method: str, capped: Tensor) -> Tensor:
-    """The units `ratio/capped_frac` counts: groups for GMC (one scale per group), else
-    trajectories. `capped`: `[..., B, G]` bool (`group_diagnostics`); returns `[..., B]` or it."""
-    return capped.any(dim=-1) if method in GROUP_CAPPED_METHODS else capped
+def capped_units(caps_group_mass: bool, capped: Tensor) -> Tensor:
+    """The units `ratio/capped_frac` counts: groups when the cap scales a whole group at once
+    (`MethodSpec.caps_group_mass`, GMC's one scale per group), else trajectories.
+
+    capped: `[..., B, G]` bool (`group_diagnostics`). Returns `[..., B]`, or `capped` itself.
+    """
+    return capped.any(dim=-1) if caps_group_mass else capped
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,7 +241,7 @@ def token_gradient_weights(
     advantages: Tensor,
     mask: Tensor,
     *,
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     truncation: float = VCPO_TRUNCATION,
     clip_low: float = TOKEN_CLIP,
     clip_high: float = TOKEN_CLIP,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_CAP_EPS, TOKEN_CLIP, VCPO_TRUNCATION
+from gmc_grpo.defaults import A3PO_MASK_THRESHOLD, PAPER_EPS, TOKEN_CLIP, VCPO_TRUNCATION
 from gmc_grpo.estimators import (
     AGGREGATIONS,
     METHODS,
@@ -50,7 +50,7 @@ class PolicyLossConfig:
 
     method: str = "gmc"
     """one of `is`, `tic`, `gmc`, `vcpo`, `grpo`, `a3po`; any name with `coefficient_rule`"""
-    eps: float = PAPER_CAP_EPS
+    eps: float = PAPER_EPS
     """the cap `1 + eps` of TIC and GMC (0.28, Appendix B.1); `inf` gives plain IS"""
     clip_low: float = TOKEN_CLIP
     """lower token clip `1 - clip_low` of GRPO and A-3PO (0.2, Appendix B.1)"""
@@ -67,6 +67,17 @@ class PolicyLossConfig:
     coefficient_rule: CoefficientRule | None = None
     """a user's trajectory weighting `(s, eps) -> log c` (a registered method's, see
     `gmc_grpo.methods`); the loss is then the trajectory surrogate with these coefficients"""
+    caps_group_mass: bool | None = None
+    """the cap scales whole groups, so `ratio/capped_frac` counts groups, not trajectories (a
+    registered method's `MethodSpec.caps_group_mass`, which its `loss_config` sets); None: the
+    core loss's own (`gmc`'s one scale per group: yes; the others: no)"""
+
+    @property
+    def counts_groups(self) -> bool:
+        """`ratio/capped_frac` counts capped groups (`caps_group_mass`, else the core loss's)."""
+        if self.caps_group_mass is None:
+            return self.method == "gmc"  # the core's GMC loss: one scale per group (eq. 9)
+        return self.caps_group_mass
 
     @property
     def trajectory_level(self) -> bool:
@@ -161,7 +172,7 @@ def policy_loss(
         loss = -(_masked(weight * lp, valid) / norm).sum()
         groups = group_diagnostics(method, log_ratio, config.eps, **constants)
         diagnostics.update(_group_concentration("weight", log_c))
-        frac = capped_units(method, groups["capped"])
+        frac = capped_units(config.counts_groups, groups["capped"])
         diagnostics["ratio/capped_frac"] = frac.float().mean()
         diagnostics["ratio/removed_mass"] = groups["removed_mass"].mean().float()
         return loss, diagnostics
@@ -299,7 +310,7 @@ def minibatch_diagnostics(
         truncation=config.truncation,
         rule=config.coefficient_rule,
     )
-    capped = capped_units(config.method, diag["capped"])
+    capped = capped_units(config.counts_groups, diag["capped"])
     return {
         "removed_mass": diag["removed_mass"].mean(dim=-1),
         "capped_frac": capped.double().flatten(1).mean(dim=1),

@@ -7,6 +7,10 @@ and verl adapters, and the figures' method list. A spec holds
   user's own trajectory weighting (`coefficient_rule`, the weighted class of eq. 4-5);
 - `advantage`: the paper's default advantage kind (Appendix B.1);
 - `needs_version_lag`: the loss reads how many learner versions the batch is behind (A-3PO);
+- what its cap reads and caps: `uses_eps` (the cap `1 + eps`: TIC, GMC), `uses_truncation`
+  (the truncation `c`: VCPO) and `caps_group_mass` (one scale per group: GMC), which the toy
+  sweep, the capped-fraction metric, the lag-0 mismatch and the verl adapter ask instead of
+  naming methods;
 - optional hooks, each with its state made explicit: `baseline` (an advantage computed from more
   than the rewards: VCPO's minimum-variance baseline needs per-trajectory score norms),
   `gradient_edit` (GAC's projection, whose state is the previous gradient) and `step_scale`
@@ -16,9 +20,10 @@ and verl adapters, and the figures' method list. A spec holds
 |--------|--------|-----------------|-----------------------------------------|----------------------|
 | `is`   | `is`   | `loo`           |                                         | eq. 2 (reference)    |
 | `grpo` | `grpo` | `centered`      |                                         | Shao et al.; B.1     |
-| `tic`  | `tic`  | `loo`           |                                         | §3, §4.3; B.1        |
-| `gmc`  | `gmc`  | `loo`           |                                         | eq. 9, Prop. 2; B.1  |
+| `tic`  | `tic`  | `loo`           | (cap: `1 + eps`, per trajectory)        | §3, §4.3; B.1        |
+| `gmc`  | `gmc`  | `loo`           | (cap: `1 + eps`, per group mass)        | eq. 9, Prop. 2; B.1  |
 | `vcpo` | `vcpo` | `std`           | baseline (score norms), ESS step scale  | Huang et al. 2026    |
+|        |        |                 | (cap: truncation `c`, per trajectory)   |                      |
 | `gac`  | `grpo` | `centered`      | gradient projection (state: last grad)  | Xu et al. 2026 (ours)|
 | `a3po` | `a3po` | `std`           | version lag                             | Li et al. 2025       |
 
@@ -43,7 +48,7 @@ from gmc_grpo.defaults import (
     A3PO_MASK_THRESHOLD,
     GAC_HIGH,
     GAC_LOW,
-    PAPER_CAP_EPS,
+    PAPER_EPS,
     TOKEN_CLIP,
     VCPO_RHO_REF,
     VCPO_TRUNCATION,
@@ -77,7 +82,7 @@ class MethodSettings:
     a `MethodSettings` (`MethodSettings.of(config)`).
     """
 
-    eps: float = PAPER_CAP_EPS
+    eps: float = PAPER_EPS
     """cap `1 + eps` of TIC and GMC (0.28, Appendix B.1)"""
     clip_low: float = TOKEN_CLIP
     """lower token clip `1 - clip_low` of GRPO, GAC's base loss and A-3PO (0.2, B.1)"""
@@ -214,7 +219,16 @@ class MethodSpec:
     needs_version_lag: bool = False
     """the loss reads the learner versions between the current and the behavior policy"""
     uses_eps: bool = False
-    """the cap `1 + eps` changes it (the toy sweep measures it once per `eps` value)"""
+    """the cap `1 + eps` changes it: the toy sweep measures it once per `eps` value, the lag-0
+    mismatch (`llm_runs.mismatch`) reports the groups it would cap, and verl's
+    `rollout_is_threshold` is its `1 + eps` (`gmc_grpo.integrations.verl`)"""
+    uses_truncation: bool = False
+    """the truncation `c` of `min(rho_i, c)` changes it (VCPO): verl's `rollout_is_threshold` is
+    its `c` (`gmc_grpo.integrations.verl`)"""
+    caps_group_mass: bool = False
+    """its cap scales a whole group at once (GMC's one `alpha_b` per group), so its capped unit
+    is the group: `ratio/capped_frac` counts groups (`loss_config` hands it to the core loss,
+    `gmc_grpo.estimators.capped_units`), else trajectories; needs a trajectory-level method"""
     class_cap: Callable[[MethodSettings], float] | None = None
     """the `eps` with `(1/G) sum_i c_i <= 1 + eps` in every group: the method is in the
     weighted class of eq. 4-5, so Prop. 1's second-moment bound applies; None outside it"""
@@ -263,6 +277,7 @@ class MethodSpec:
             aggregation=aggregation,  # type: ignore[arg-type]
             max_length=max_length,
             coefficient_rule=self.coefficient_rule,
+            caps_group_mass=self.caps_group_mass,
         )
 
 
@@ -278,7 +293,7 @@ def _cap_eps(settings: MethodSettings) -> float:
 def _vcpo_cap(settings: MethodSettings) -> float:
     # min(rho_i, c) <= c = 1 + (c - 1); for c <= 1 every group mass is below 1 + eps for any eps,
     # and the paper's eps is used
-    return settings.truncation - 1.0 if settings.truncation > 1 else PAPER_CAP_EPS
+    return settings.truncation - 1.0 if settings.truncation > 1 else PAPER_EPS
 
 
 def _vcpo_baseline(
@@ -358,6 +373,7 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         advantage="loo",  # B.1
         source="eq. 9, Prop. 2; Appendix B.1",
         uses_eps=True,
+        caps_group_mass=True,
         class_cap=_cap_eps,
         removed_mass_bound="gmc",
     ),
@@ -367,6 +383,7 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         loss="vcpo",
         advantage="std",  # VCPO's code normalises by the group std (used without the baseline)
         source="Huang et al. 2026 and its code",
+        uses_truncation=True,
         class_cap=_vcpo_cap,
         baseline=Baseline(
             _vcpo_baseline, needs_score_norms=True, group_baseline=_vcpo_group_baseline
@@ -411,6 +428,11 @@ def check_spec(spec: MethodSpec) -> None:
             f"MethodSpec.advantage={spec.advantage!r} of {spec.name!r}: must be one of "
             f"{ADVANTAGE_CHOICES[1:]}"
         )
+    if spec.caps_group_mass and not spec.trajectory_level:
+        raise ValueError(
+            f"MethodSpec.caps_group_mass of {spec.name!r}: only a trajectory-level method (a "
+            f"coefficient_rule, or loss in {TRAJECTORY_LOSSES}) scales a group's mass"
+        )
     if spec.removed_mass_bound not in (None, "tic", "gmc"):
         raise ValueError(
             f"MethodSpec.removed_mass_bound={spec.removed_mass_bound!r}: None, 'tic' or 'gmc'"
@@ -447,6 +469,12 @@ def method_names() -> tuple[str, ...]:
 def get_method(name: str) -> MethodSpec:
     """The spec of `name`; an unknown name raises `ValueError` listing the registered ones."""
     return _METHODS.get(name)
+
+
+def trajectory_method_names() -> tuple[str, ...]:
+    """The registered methods that weight whole trajectories (`MethodSpec.trajectory_level`), in
+    registry order: those a trajectory coefficient alone runs (the verl adapter's losses)."""
+    return tuple(name for name in method_names() if get_method(name).trajectory_level)
 
 
 def paper_advantage(name: str) -> str:

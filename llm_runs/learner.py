@@ -295,20 +295,23 @@ class Learner:
     ) -> tuple[Tensor, dict[str, float]]:
         """`[B, G]` advantages of the minibatch: the method's kind, or its baseline hook (VCPO's
         minimum-variance baseline, with per-trajectory score norms)."""
-        spec, choice = self.spec, self.settings.advantage
-        if not spec.uses_baseline(choice):
-            return advantage_lib.compute(batch.rewards, spec.advantage_kind(choice)), {}  # type: ignore[arg-type]
-        baseline = spec.baseline
-        assert baseline is not None
         extra: dict[str, float] = {}
-        if baseline.needs_score_norms:
-            log_ratio, norms = self.trajectory_scores(batch, behavior)
-            extra[f"{spec.name}/score_norm_mean"] = float(norms.sqrt().mean())
-        else:
+
+        def scores(needs_score_norms: bool) -> tuple[Tensor, Tensor | None]:
+            if needs_score_norms:
+                log_ratio, norms = self.trajectory_scores(batch, behavior)
+                extra[f"{self.spec.name}/score_norm_mean"] = float(norms.sqrt().mean())
+                return log_ratio, norms
             mask = batch.response_mask()
-            log_ratio = ((self._current_logprobs(batch) - behavior) * mask).sum(-1).double()
-            norms = None
-        adv = baseline.compute(batch.rewards, log_ratio, norms, self.settings.method_settings)
+            return ((self._current_logprobs(batch) - behavior) * mask).sum(-1).double(), None
+
+        adv = advantage_lib.method_advantages(
+            self.spec,
+            self.settings.advantage,
+            batch.rewards,
+            self.settings.method_settings,
+            scores,
+        )
         return adv, extra
 
     def _current_logprobs(self, batch: TrajectoryBatch) -> Tensor:

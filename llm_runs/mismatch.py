@@ -18,10 +18,14 @@ is what GMC's group mass and TIC's cap compare with `log(1 + eps) = log 1.28 = 0
 | `mismatch/trajectory_abs_max`       | largest `|s_i|`                                            |
 | `mismatch/gmc_capped_group_frac`    | fraction of the `B` groups GMC would scale down (`w < 1`)  |
 | `mismatch/tic_capped_group_frac`    | fraction of the groups in which TIC would drop a trajectory|
+| `mismatch/<m>_capped_group_frac`    | the same for every other registered method `m` with a cap  |
+|                                     | `1 + eps` (its spec's `uses_eps`)                          |
 
-The capped fractions go through the method registry (`gmc_grpo.methods`: each spec's loss config,
-so its `eps` and a user's coefficient rule) and the core's `group_diagnostics`: exactly what the
-update would do with these log-ratios at lag 0. A nonzero fraction means on-policy groups lose
+The methods are those whose spec says the cap `1 + eps` changes them (`MethodSpec.uses_eps`;
+the group-mass caps first, `caps_group_mass`, then the others in registry order: GMC, then TIC,
+for the paper's), and the capped fractions go through each spec's loss config (its `eps` and a
+user's coefficient rule) and the core's `group_diagnostics`: exactly what the update would do
+with these log-ratios at lag 0. A nonzero fraction means on-policy groups lose
 gradient to numerics. The remedy is `behavior_logprobs="learner"`: the ratio's `mu` becomes the
 learner's own log-probs at the behavior version (one extra forward pass per batch), so at lag 0
 the ratio is exactly 1 and at lag `D` it measures the policy change only.
@@ -33,12 +37,18 @@ import torch
 from torch import Tensor
 
 from gmc_grpo.estimators import group_diagnostics
-from gmc_grpo.methods import MethodSettings, get_method
+from gmc_grpo.methods import MethodSettings, MethodSpec, get_method, method_names
 
-#: the methods whose lag-0 caps are reported (the paper's two group/trajectory caps)
-MISMATCH_METHODS: tuple[str, ...] = ("gmc", "tic")
 #: the percentile of `mismatch/trajectory_abs_p99`
 PERCENTILE = 0.99
+
+
+def mismatch_methods() -> tuple[MethodSpec, ...]:
+    """The registered methods whose lag-0 caps are reported: those with a cap `1 + eps`
+    (`MethodSpec.uses_eps`), the group-mass caps first (`caps_group_mass`), each part in
+    registry order (the paper's: GMC, TIC)."""
+    capped = [spec for spec in map(get_method, method_names()) if spec.uses_eps]
+    return tuple(sorted(capped, key=lambda spec: not spec.caps_group_mass))
 
 
 def trajectory_log_ratios(
@@ -72,8 +82,8 @@ def mismatch_metrics(
         "mismatch/trajectory_abs_p99": float(torch.quantile(size, PERCENTILE)),
         "mismatch/trajectory_abs_max": float(size.max()),
     }
-    for name in MISMATCH_METHODS:
-        loss = get_method(name).loss_config(settings)
+    for spec in mismatch_methods():
+        loss = spec.loss_config(settings)
         capped = group_diagnostics(
             loss.method,
             s,
@@ -81,5 +91,7 @@ def mismatch_metrics(
             truncation=loss.truncation,
             rule=loss.coefficient_rule,
         )["capped"]
-        metrics[f"mismatch/{name}_capped_group_frac"] = float(capped.any(dim=-1).double().mean())
+        metrics[f"mismatch/{spec.name}_capped_group_frac"] = float(
+            capped.any(dim=-1).double().mean()
+        )
     return metrics

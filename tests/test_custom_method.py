@@ -299,3 +299,109 @@ def test_plugins_outside_the_repository_root(tmp_path):
     assert "GMC_GRPO_METHODS names the module 'my_plugin', which cannot be imported" in lines[0]
     assert "ModuleNotFoundError" in lines[0] and str(tmp_path) in lines[0]
     assert not (tmp_path / "elsewhere").exists()
+
+
+# -- the spec's fields answer where a method's name used to be asked (issue 33, item 4): a new
+# method declares them once and each site handles it: the capped-fraction unit of the core loss
+# (`caps_group_mass`), the lag-0 mismatch (`uses_eps`), the verl adapter's loss names
+# (`trajectory_level`) and its one threshold (`uses_eps` / `uses_truncation`).
+
+
+def top_scaled(log_ratio: torch.Tensor, eps: float) -> torch.Tensor:
+    """A group-mass cap that scales only the ratios above `1 + eps`: one factor per group,
+    `alpha = min{1, (G (1+eps) - small mass) / large mass}`, so a capped group keeps its small
+    ratios (its capped trajectories are a part of the group, unlike GMC's)."""
+    rho, cap = log_ratio.exp(), 1.0 + eps
+    large = rho > cap
+    small_mass = torch.where(large, 0.0, rho).sum(-1)
+    large_mass = torch.where(large, rho, 0.0).sum(-1).clamp(min=1e-300)
+    alpha = ((log_ratio.shape[-1] * cap - small_mass) / large_mass).clamp(max=1.0)
+    return torch.where(large, log_ratio + alpha.log().unsqueeze(-1), log_ratio)
+
+
+@pytest.fixture
+def new_methods():
+    """Two user methods: a group-mass cap (`top_scaled`) and VCPO's truncated IS under another
+    name."""
+    group_cap = register_method(
+        MethodSpec(
+            name="group_cap", label="group cap", loss="group_cap", advantage="loo",
+            source="test", uses_eps=True, caps_group_mass=True, coefficient_rule=top_scaled,
+        ),
+        replace=True,
+    )  # fmt: skip
+    my_trunc = register_method(
+        MethodSpec(
+            name="my_trunc", label="my truncation", loss="vcpo", advantage="std",
+            source="test", uses_truncation=True,
+        ),
+        replace=True,
+    )  # fmt: skip
+    yield group_cap, my_trunc
+    unregister_method("group_cap")
+    unregister_method("my_trunc")
+
+
+def stale_batch(seed: int = 0) -> dict[str, torch.Tensor]:
+    """`B = 6` groups of `G = 4`, `T = 3`: log-ratios large enough that some groups are capped and
+    others are not, and some trajectories of the capped groups are below the cap."""
+    gen = torch.Generator().manual_seed(seed)
+    behavior = -torch.rand(6, 4, 3, generator=gen, dtype=torch.float64)
+    current = behavior + 0.6 * torch.randn(6, 4, 3, generator=gen, dtype=torch.float64)
+    mask = torch.ones(6, 4, 3, dtype=torch.bool)
+    return {"logprobs": current, "behavior_logprobs": behavior, "mask": mask}
+
+
+def test_a_new_method_is_handled_at_every_site_by_its_spec(new_methods):
+    from gmc_grpo.integrations import verl as gv
+    from gmc_grpo.losses import policy_loss
+    from gmc_grpo.methods import get_method
+    from llm_runs.mismatch import mismatch_methods, mismatch_metrics
+
+    group_cap, my_trunc = new_methods
+    batch = stale_batch()
+    s = (batch["logprobs"] - batch["behavior_logprobs"]).sum(-1)  # [B, G]
+    over = s.exp().mean(-1) > 1.28  # [B] the groups whose mass exceeds the cap
+    groups = over.double().mean()
+    trajectories = (over.unsqueeze(-1) & (s.exp() > 1.28)).double().mean()
+    assert 0 < trajectories < groups < 1  # the two units differ on this batch
+
+    # the core loss counts capped groups for a group-mass cap (its spec, through loss_config)
+    adv = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    frac = {}
+    for spec in (get_method("gmc"), group_cap, dataclasses_replace(group_cap, False)):
+        config = spec.loss_config(MethodSettings())
+        frac[spec.caps_group_mass] = policy_loss(**batch, advantages=adv, config=config)[1]
+    assert float(frac[True]["ratio/capped_frac"]) == pytest.approx(float(groups))
+    assert float(frac[False]["ratio/capped_frac"]) == pytest.approx(float(trajectories))
+
+    # the lag-0 mismatch reports every method with a cap 1 + eps, the group-mass caps first
+    # (soft GMC, registered for this module, has a cap 1 + eps but does not declare a group unit)
+    names = [spec.name for spec in mismatch_methods()]
+    assert names == ["gmc", "group_cap", "tic", "soft_gmc"]
+    metrics = mismatch_metrics(batch["behavior_logprobs"], batch["logprobs"], batch["mask"])
+    assert metrics["mismatch/group_cap_capped_group_frac"] == metrics[
+        "mismatch/gmc_capped_group_frac"
+    ] == pytest.approx(float(groups))  # fmt: skip
+
+    # verl: both are loss names; the threshold is the cap 1 + eps or the truncation c
+    assert {"group_cap", "my_trunc"} <= set(gv.loss_names())
+    assert gv.resolve_method({"rollout_is": "group_cap", "rollout_is_threshold": 1.5}, {}) == (
+        "group_cap", 0.5, 8.0,
+    )  # fmt: skip
+    assert gv.resolve_method({"rollout_is": "my_trunc", "rollout_is_threshold": 3.0}, {}) == (
+        "my_trunc", 0.28, 3.0,
+    )  # fmt: skip
+    uids = [b for b in range(6) for _ in range(4)]
+    flat = {k: v.reshape(24, 3) for k, v in batch.items()}
+    _, verl_metrics = gv.trajectory_coefficients(
+        flat["logprobs"], flat["behavior_logprobs"], flat["mask"], uids, "group_cap", 0.28
+    )
+    assert verl_metrics["gmc/ratio/capped_frac"] == pytest.approx(float(groups))
+
+
+def dataclasses_replace(spec: MethodSpec, caps_group_mass: bool) -> MethodSpec:
+    """`spec` with another `caps_group_mass` (not registered: the loss config carries it)."""
+    import dataclasses
+
+    return dataclasses.replace(spec, caps_group_mass=caps_group_mass)

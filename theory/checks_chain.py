@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory import adversarial, chain, numerics, symbolic
 from theory.bounds import (
     theorem_terms,
@@ -32,7 +33,6 @@ from theory.trees import (
 )
 from theory.verdicts import (
     NOT_REPRODUCED,
-    PAPER_EPS,
     RECONSTRUCTED,
     REFUTED,
     REL_TOL,

@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 from scipy.optimize import linprog
 
-from gmc_grpo.defaults import VCPO_TRUNCATION
+from gmc_grpo.defaults import PAPER_EPS, VCPO_TRUNCATION
 from theory import adversarial, chain, class_search, grpo_worst, numerics
 from theory.bounds import (
     bias_per_removed_mass,
@@ -38,7 +38,6 @@ from theory.trees import (
 from theory.verdicts import (
     CONDITIONAL,
     NOT_REPRODUCED,
-    PAPER_EPS,
     REFUTED,
     REL_TOL,
     TREE,
@@ -515,7 +514,7 @@ def check_prop2(cap_multiplier: float = 1.0) -> Check:
 # the widened linear programs of the minimiser row: group sizes, thresholds and the spread of
 # the log-ratios (sigma 5 gives ratios from about e^-15 to e^15 in a group of 256)
 MINIMISER_GROUP_SIZES = (1, 2, 4, 8, 16, 64, 256)
-MINIMISER_EPS = (0.01, 0.05, 0.28, 1.0, 10.0)
+MINIMISER_EPS = (0.01, 0.05, PAPER_EPS, 1.0, 10.0)
 MINIMISER_SIGMAS = (0.5, 2.0, 5.0)
 MINIMISER_REPEATS = 3
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import sympy as sp
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory import adversarial, chain, class_search, numerics, rates, symbolic
 from theory.checks_chain import evaluator_twin_error
 from theory.checks_estimators import (
@@ -29,7 +30,6 @@ from theory.divergences import (
 )
 from theory.verdicts import (
     NOT_REPRODUCED,
-    PAPER_EPS,
     RECONSTRUCTED,
     REFUTED,
     REL_TOL,

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from gmc_grpo.defaults import PAPER_EPS
+
 # the largest `--eps` of the constants table: the tight GMC constant's series overflows float64
 # near eps = 1e307 (a NaN in the table); every column is finite up to 1e300 (checked)
 MAX_EPS = 1e300
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--eps",
         type=float,
         nargs="+",
-        default=[0.01, 0.1, 0.2, 0.28, 0.5, 1.0, 10.0],
+        default=[0.01, 0.1, 0.2, PAPER_EPS, 0.5, 1.0, 10.0],
         metavar="EPS",
         help="thresholds for the constants table (default: %(default)s)",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory import numerics
 from theory.constants import (
     c_eps,
@@ -93,7 +94,10 @@ def delay_tolerance_curves(p: NDArray[np.float64] | None = None) -> Curves:
 
 
 def group_size_curves(
-    gs: NDArray[np.float64] | None = None, n: float = 1e12, eps: float = 0.28, delta: float = 0.5
+    gs: NDArray[np.float64] | None = None,
+    n: float = 1e12,
+    eps: float = PAPER_EPS,
+    delta: float = 0.5,
 ) -> Curves:
     """Corollary 2's tuned delay term vs `G` (numeric min over `eta`, `tau4 = N^3`) and `G^(-2/5)`."""
     gs = (

@@ -8,6 +8,9 @@ current probabilities `pi` (both length-`n`, summing to one, `mu > 0`). Then `rh
 * GMC multiplies the group by `alpha* = min{1, (1+eps)/rho_bar}` (Proposition 2), removing
   `rho_bar - alpha* rho_bar = (rho_bar - (1+eps))_+` of group-average mass.
 
+TIC's removed mass uses the theory's one coefficient (`theory.exact.class_coefficients`); GMC's is
+the closed form `(rho_bar - (1+eps))_+` of `(1/G) sum_i (rho_i - c_i)` (both tested equal to the
+core's `group_diagnostics` in `tests/theory/test_theory_core_coefficients.py`).
 `gmc_removed_mass(..., group_size=G)` is exact (enumeration of the `n^G` groups of i.i.d. draws
 from `mu`); `group_removed_mass_binomial` is exact for two-point laws and large `G`.
 """
@@ -21,6 +24,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.special import gammaln
 
 from theory.constants import phi, tight_gmc_denominator, tight_tic_denominator
+from theory.exact import class_coefficients
 
 
 def _validate(mu: ArrayLike, pi: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -53,7 +57,7 @@ def tic_removed_mass(mu: ArrayLike, pi: ArrayLike, eps: float) -> float:
     """`E_mu[rho 1{rho > 1+eps}]`: the mass TIC's indicator weight removes (§4.3)."""
     m, p = _validate(mu, pi)
     rho = p / m
-    return float(np.sum(m * rho * (rho > 1.0 + eps)))
+    return float(np.sum(m * (rho - class_coefficients(rho, eps, "tic"))))
 
 
 def gmc_removed_mass(mu: ArrayLike, pi: ArrayLike, eps: float, group_size: int = 1) -> float:

@@ -24,6 +24,11 @@ Two exact engines compute the same numbers: `engine="counts"` sums over the mult
 vectors of a group (every method and advantage here depends on the group only through its counts;
 `C(G+K-1, K-1)` terms, so `G` in the hundreds is cheap), and `engine="ordered"` over all `K^G`
 ordered groups (the brute-force twin; tests compare them).
+
+`class_coefficients` is the theory's one implementation of `c_i` (float64 numpy, in ratio
+space, on exact small problems); both engines, `theory.divergences` and the checks call it. It
+is the core's `gmc_grpo.estimators.coefficients` (torch, log space) written for numpy:
+`tests/theory/test_theory_core_coefficients.py` checks the two equal, method by method.
 """
 
 from __future__ import annotations
@@ -83,16 +88,27 @@ def problem_from_tree(
 
 
 def class_coefficients(
-    rho: NDArray[np.float64], eps: float, method: str, vcpo_cap: float | None = None
+    rho: NDArray[np.float64],
+    eps: float | NDArray[np.float64],
+    method: str,
+    vcpo_cap: float | None = None,
+    rho_bar: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Per-trajectory `c_i = w_i rho_i` over the last axis (a group), shape `[..., G]`."""
+    """Per-trajectory `c_i = w_i rho_i` over the last axis (a group), shape `[..., G]`.
+
+    eps: a number, or an array broadcastable to `rho`. rho_bar: GMC's group mean ratio
+    `[..., 1]` when the group is not the last axis of `rho` (the counts engine: a count-weighted
+    mean); default `rho.mean(-1)`.
+    """
     rho = np.asarray(rho, dtype=np.float64)
     if method == "is":
         return rho
     if method == "tic":
         return rho * (rho <= 1.0 + eps)
     if method == "gmc":
-        return rho / np.maximum(1.0, rho.mean(axis=-1, keepdims=True) / (1.0 + eps))
+        if rho_bar is None:
+            rho_bar = rho.mean(axis=-1, keepdims=True)
+        return rho / np.maximum(1.0, rho_bar / (1.0 + eps))
     if method == "vcpo":
         if vcpo_cap is None:
             raise ValueError("method 'vcpo' needs vcpo_cap (VCPO's truncation level c)")
@@ -232,7 +248,7 @@ def group_updates(
         rho_b = np.broadcast_to(rho, counts.shape)
         if method == "gmc":
             rho_bar = (counts @ rho / group_size)[:, None]
-            coef = rho_b / np.maximum(1.0, rho_bar / (1.0 + eps))
+            coef = class_coefficients(rho_b, eps, method, rho_bar=rho_bar)
         elif method == "grpo":
             coef = np.full(counts.shape, np.nan)
         else:
@@ -300,9 +316,9 @@ def single_token_moments(
     cap = 1.0 + np.asarray(eps, dtype=np.float64)[..., None]
     rho = p / m
     if method == "gmc":
-        c = np.minimum(rho, cap)
+        c = np.minimum(rho, cap)  # G = 1: rho / max{1, rho/(1+eps)} in closed form
     elif method == "tic":
-        c = rho * (rho <= cap)
+        c = class_coefficients(rho, np.asarray(eps, dtype=np.float64)[..., None], method)
     else:
         raise ValueError(f"method must be 'tic' or 'gmc', got {method!r}")
     score_sq = 1.0 - 2.0 * p + np.sum(p**2, axis=-1, keepdims=True)

@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory import numerics
 from theory.bounds import BoundTerms, theorem_terms
 from theory.constants import c_eps, gmc_denominator, improvement_factor, tight_gmc_denominator
 from theory.curves import corollary1_closed_form, rate_exponent
 
-DEFAULT_EPS = 0.28  # eps_high of TIC-GRPO and GMC-GRPO in Appendix B.1 (theory.checks.PAPER_EPS)
 TOLERANCE_EXPONENT = 1.5  # tau4 = O(N^(3/2)) keeps the no-delay rate (remark after Theorem 1)
 CONSTANT_CHOICES = ("paper", "ours")  # Proposition 1's 8 (printed) or our sharper 2
 
@@ -52,7 +52,7 @@ OURS = "ours"
 class ExplorerSettings:
     """One point of the explorer. Defaults: the made-up toy setting of `notebooks/bounds.ipynb`."""
 
-    eps: float = DEFAULT_EPS
+    eps: float = PAPER_EPS
     """Cap threshold `eps > 0` (GMC caps the group mean ratio at `1+eps`, TIC clips at `1+eps`)."""
     N: float = 1e4
     """Number of learner iterations `N > 1` (the bounds average `||grad J||^2` over them)."""
@@ -178,7 +178,7 @@ class Slider:
 # (its published config). L, R, log C of an LLM are not known: the sliders are for exploring.
 _LAGS4 = tuple(float(d**4) for d in (32, 64, 128, 256, 512))
 SLIDERS: tuple[Slider, ...] = (
-    Slider("eps", "eps (cap 1+eps)", 1e-3, 10.0, steps=10, notable=(0.2, DEFAULT_EPS, 1.0)),
+    Slider("eps", "eps (cap 1+eps)", 1e-3, 10.0, steps=10, notable=(0.2, PAPER_EPS, 1.0)),
     Slider("N", "N (iterations)", 10.0, 1e12, steps=3, notable=(800.0, 1e4)),
     Slider("tau4", "tau4 (mean delay^4)", 1.0, 1e20, steps=3, notable=(16.0, *_LAGS4)),
     Slider("eta", "eta (step size)", 1e-9, 1.0, steps=6, notable=(1e-6, 1e-3)),

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory import numerics
 from theory.bounds import BoundTerms, theorem_terms
 from theory.constants import c_eps, gmc_denominator, improvement_factor, tight_gmc_denominator
@@ -71,7 +72,7 @@ TERMS: dict[str, tuple[str, str, dict[str, Any]]] = {
 PRESETS: dict[str, dict[str, float]] = {
     "toy setting (defaults)": {},
     "Qwen3-1.7B, fixed delay D = 512 (App. B.1; L, R, log C illustrative)": {
-        "eps": 0.28,
+        "eps": PAPER_EPS,
         "N": 800.0,
         "tau4": 512.0**4,
         "eta": 1e-6,

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.defaults import PAPER_EPS
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import t_interval
 from theory.bounds import (
@@ -346,7 +346,7 @@ def _smoothness_check(series: RunSeries, out: RunBounds) -> None:
 def _eps_or_paper(eps: float | None) -> float:
     """A method outside the class has no `eps` of eq. 5: its Proposition 1 bound is shown at the
     paper's `eps` (for reference only; it is not a bound for that method)."""
-    return PAPER_CAP_EPS if eps is None else eps
+    return PAPER_EPS if eps is None else eps
 
 
 def _class_check(series: RunSeries, out: RunBounds) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import minimize_scalar
 
+from gmc_grpo.defaults import PAPER_EPS
 from theory.constants import c_eps, gmc_denominator
 
 
@@ -84,7 +85,7 @@ def min_over_eta(a: float, b: float, c: float) -> tuple[float, float]:
 
 
 def fit_no_delay_step_size(
-    ns: NDArray[np.float64] | None = None, eps: float = 0.28
+    ns: NDArray[np.float64] | None = None, eps: float = PAPER_EPS
 ) -> list[SlopeFit]:
     """`tau4 = 0`: numeric `eta*` and `min B` both scale as `N^(-1/2)` (Theorem 1, first two terms)."""
     ns = np.logspace(4, 16, 7) if ns is None else ns
@@ -231,7 +232,10 @@ def fit_delay_tolerance(
 
 
 def fit_corollary2(
-    gs: NDArray[np.float64] | None = None, n: float = 1e12, eps: float = 0.28, delta: float = 0.5
+    gs: NDArray[np.float64] | None = None,
+    n: float = 1e12,
+    eps: float = PAPER_EPS,
+    delta: float = 0.5,
 ) -> SlopeFit:
     """Delay-dominated regime (`tau4 = N^3`): the tuned delay term of Corollary 2 vs `G`.
 

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from gmc_grpo.defaults import PAPER_CAP_EPS
 from theory import numerics
 from theory.exact import GroupProblem, problem_from_tree
 from theory.trees import tabular_tree
@@ -72,7 +71,6 @@ VERDICT_MEANINGS = {
     NOT_CHECKABLE: "nothing here can decide it",
 }
 
-PAPER_EPS = PAPER_CAP_EPS  # eps_high of TIC-GRPO and GMC-GRPO in Appendix B.1
 TREE = tabular_tree(2, 2)  # the random cases' tree: two tokens, vocabulary 2
 # relative rounding allowed when an exact quantity meets its bound with equality
 REL_TOL = 1e-9

@@ -64,7 +64,7 @@ import torch
 from torch import Tensor
 
 from gmc_grpo.losses import PolicyLossConfig, policy_loss
-from gmc_grpo.methods import get_method, method_names
+from gmc_grpo.methods import get_method, trajectory_method_names
 
 try:
     import trl
@@ -146,7 +146,7 @@ class GMCTRLConfig:
 
     def __post_init__(self) -> None:
         if not self.loss.trajectory_level:
-            allowed = [m for m in method_names() if get_method(m).trajectory_level]
+            allowed = list(trajectory_method_names())
             raise ValueError(
                 f"GMCTRLConfig.loss.method must be a trajectory method {allowed}, "
                 f"got {self.loss.method!r} (use TRL's own loss_type for token-level GRPO)"

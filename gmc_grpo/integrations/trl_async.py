@@ -66,7 +66,7 @@ from gmc_grpo.advantages import compute as compute_advantages
 from gmc_grpo.estimators import log_coefficients
 from gmc_grpo.integrations.grouping import group_rows, groups_by_size
 from gmc_grpo.losses import PolicyLossConfig, policy_loss
-from gmc_grpo.methods import get_method, method_names
+from gmc_grpo.methods import get_method, trajectory_method_names
 
 try:
     import trl
@@ -112,7 +112,7 @@ class GMCAsyncConfig:
 
     def __post_init__(self) -> None:
         if not self.loss.trajectory_level:
-            allowed = [m for m in method_names() if get_method(m).trajectory_level]
+            allowed = list(trajectory_method_names())
             raise ValueError(
                 f"GMCAsyncConfig.loss.method must be a trajectory method {allowed}, "
                 f"got {self.loss.method!r} (TRL's own AsyncGRPOTrainer is token-level PPO)"

@@ -20,7 +20,8 @@ group (`rho_bar`, Prop. 2), so it is computed in two places:
    `RayPPOTrainer.fit` and `SeparateRayPPOTrainer._fit_compute_advantage` (the base of the
    fully-async and one-step-off-policy trainers; both import the name when called). verl's own
    rejection sampling and metrics still run first.
-2. The registered loss (`gmc_policy_loss`, names `"gmc"`, `"tic"`, `"vcpo"`, `"is"`): per token
+2. The registered loss (`gmc_policy_loss`, under every trajectory-level method's name,
+   `loss_names()`: `"gmc"`, `"tic"`, `"vcpo"`, `"is"` and a user's coefficient rule): per token
    `-c_i(theta) A_t log pi_theta(y_t)` with `c_i(theta) = c_i(pi_old) * pi_theta(y_i) / pi_old(y_i)`
    (trajectory ratio against `old_log_prob`, detached, its log clamped to +-20 as verl does per
    token), aggregated by verl's `agg_loss`. `loss_agg_mode="seq-mean-token-sum-norm"` with
@@ -31,10 +32,12 @@ variable): `pip install -e ".[verl]"` (in a clone) declares the `verl.plugins` e
 `gmc_grpo.integrations.verl_plugin`, which `import verl` loads in every verl process (driver,
 trainer, workers). Then
 
-- `algorithm.rollout_correction.rollout_is=gmc` (or `tic`, `vcpo`, `is`) selects the method of
-  the group step; verl's own levels (`token`, `sequence`, null) keep verl's behaviour;
-- `algorithm.rollout_correction.rollout_is_threshold` is the method's constant: the cap `1 + eps`
-  for GMC and TIC (1.28 is the paper's eps = 0.28, Appendix B.1), the truncation for VCPO (8);
+- `algorithm.rollout_correction.rollout_is=gmc` (or `tic`, `vcpo`, `is`, any of `loss_names()`)
+  selects the method of the group step; verl's own levels (`token`, `sequence`, null) keep verl's
+  behaviour;
+- `algorithm.rollout_correction.rollout_is_threshold` is the method's constant, as its spec says:
+  the cap `1 + eps` for a method with `uses_eps` (GMC, TIC; 1.28 is the paper's eps = 0.28,
+  Appendix B.1), the truncation for one with `uses_truncation` (VCPO; 8);
 - `actor_rollout_ref.actor.policy_loss.loss_mode=gmc` (or the same method name) applies them.
 
 verl's `validate_config` (called by `main_ppo` and the one-step-off-policy entry point) is wrapped
@@ -74,24 +77,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from gmc_grpo.estimators import (
-    PAPER_CAP_EPS,
-    VCPO_TRUNCATION,
-    capped_units,
-    group_diagnostics,
-    log_coefficients,
-)
+from gmc_grpo.defaults import PAPER_EPS, VCPO_TRUNCATION
+from gmc_grpo.estimators import capped_units, group_diagnostics, log_coefficients
 from gmc_grpo.integrations.grouping import group_rows, groups_by_size
 from gmc_grpo.logratio import effective_sample_size, trajectory_log_ratio
-from gmc_grpo.methods import MethodSpec, get_method, method_names
+from gmc_grpo.methods import MethodSpec, get_method, trajectory_method_names
 
 # verl versions whose hooks this module uses (registry signature, rollout-correction step and the
 # trainers that call it) and that the tests ran on: 0.9.0 and 0.9.1.
 SUPPORTED_VERL = ("0.9",)
 TESTED_VERL_VERSIONS = ("0.9.0", "0.9.1")
 LOSS_NAME = "gmc"
-# Every name under which the loss is registered: `policy_loss.loss_mode` may name the method.
-LOSS_NAMES = ("gmc", "tic", "vcpo", "is")
 COEFFICIENT_KEY = "rollout_is_weights"  # verl's per-token channel from the batch to the loss
 # verl clamps per-token log-ratios to +-20 before exp (compute_policy_loss_vanilla); we clamp the
 # within-step trajectory drift log(pi_theta / pi_old) the same way.
@@ -104,13 +100,20 @@ ENV_METHOD, ENV_EPS, ENV_TRUNCATION = "GMC_VERL_METHOD", "GMC_VERL_EPS", "GMC_VE
 # ----------------------------------------------------------------------------------------------
 
 
+def loss_names() -> tuple[str, ...]:
+    """Every name under which the loss is registered, so that `policy_loss.loss_mode` may name
+    the method: the registered trajectory-level methods (`gmc_grpo.methods.
+    trajectory_method_names`: `is`, `tic`, `gmc`, `vcpo` and a user's coefficient rule)."""
+    return trajectory_method_names()
+
+
 def trajectory_spec(method: str) -> MethodSpec:
     """The registry spec of `method`, which must weight whole trajectories (`is`, `tic`, `gmc`,
     `vcpo` or a registered method with a coefficient rule): the coefficient is all verl's loss
     receives. VCPO's baseline and step size are not used here (only its truncated IS)."""
     spec = get_method(method)
     if not spec.trajectory_level:
-        allowed = [m for m in method_names() if get_method(m).trajectory_level]
+        allowed = list(trajectory_method_names())
         raise ValueError(f"method must be a trajectory-level method {allowed}, got {method!r}")
     return spec
 
@@ -119,7 +122,7 @@ def flat_log_coefficients(
     method: str,
     log_ratio: Tensor,
     uids: Sequence[Hashable],
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
 ) -> Tensor:
@@ -155,7 +158,7 @@ def trajectory_coefficients(
     response_mask: Tensor,
     uids: Sequence[Hashable],
     method: str = "gmc",
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
 ) -> tuple[Tensor, dict[str, float]]:
@@ -187,7 +190,7 @@ def trajectory_coefficients(
         diag = group_diagnostics(
             spec.loss, s[index], eps, truncation=truncation, rule=spec.coefficient_rule
         )
-        flags = capped_units(spec.loss, diag["capped"])
+        flags = capped_units(spec.caps_group_mass, diag["capped"])
         capped += float(flags.sum())
         capped_total += flags.numel()
         removed += float(diag["removed_mass"].sum())
@@ -206,7 +209,7 @@ def trajectory_coefficients(
 def add_group_coefficients(
     batch: Any,
     method: str = "gmc",
-    eps: float = PAPER_CAP_EPS,
+    eps: float = PAPER_EPS,
     *,
     truncation: float = VCPO_TRUNCATION,
 ) -> dict[str, float]:
@@ -319,10 +322,6 @@ def gmc_policy_loss(
 # ----------------------------------------------------------------------------------------------
 
 
-def _trajectory_methods() -> list[str]:
-    return [m for m in method_names() if get_method(m).trajectory_level]
-
-
 def _threshold(value: Any, method: str) -> float:
     try:
         number = float(value)
@@ -355,18 +354,19 @@ def resolve_method(
     env = os.environ if environ is None else environ
     get = rollout_corr_config.get if rollout_corr_config is not None else (lambda *_: None)
     rollout_is = get("rollout_is", None)
-    eps, truncation = PAPER_CAP_EPS, VCPO_TRUNCATION
-    if rollout_is is not None and str(rollout_is) in _trajectory_methods():
+    eps, truncation = PAPER_EPS, VCPO_TRUNCATION
+    if rollout_is is not None and str(rollout_is) in trajectory_method_names():
         method = str(rollout_is)
+        spec = get_method(method)
         threshold = _threshold(get("rollout_is_threshold", None), method)
-        if get_method(method).uses_eps:
+        if spec.uses_eps:
             if not threshold > 1:
                 raise ValueError(
                     f"algorithm.rollout_correction.rollout_is_threshold={threshold} with rollout_is={method}: "
                     "it is the cap 1 + eps and must be > 1 (the paper's eps = 0.28 is 1.28)"
                 )
             eps = threshold - 1.0
-        if method == "vcpo":
+        if spec.uses_truncation:
             truncation = threshold
     else:
         method = env.get(ENV_METHOD, "").strip()
@@ -377,7 +377,7 @@ def resolve_method(
                 f"{ENV_METHOD}={method} is set but algorithm.rollout_correction.rollout_is={rollout_is!r}: "
                 f"set rollout_is={method} (and unset {ENV_METHOD}), or rollout_is=null"
             )
-        eps = float(env.get(ENV_EPS, PAPER_CAP_EPS))
+        eps = float(env.get(ENV_EPS, PAPER_EPS))
         truncation = float(env.get(ENV_TRUNCATION, VCPO_TRUNCATION))
         if not math.isfinite(truncation):
             raise ValueError(f"{ENV_TRUNCATION} must be finite, got {truncation}")
@@ -417,7 +417,7 @@ def check_loss_matches_step(config: Any, environ: dict[str, str] | None = None) 
     Args:
         config: verl's whole trainer config (`actor_rollout_ref`, `algorithm`).
     Raises:
-        ValueError naming the keys to set when `policy_loss.loss_mode` is one of `LOSS_NAMES` but
+        ValueError naming the keys to set when `policy_loss.loss_mode` is one of `loss_names()` but
         the group step would not run (or runs another method), or when the group step runs but
         the loss is verl's (which would read GMC's coefficients as its own IS weights).
     """
@@ -428,7 +428,7 @@ def check_loss_matches_step(config: Any, environ: dict[str, str] | None = None) 
     algorithm = config.get("algorithm", None) if hasattr(config, "get") else None
     rollout_corr = algorithm.get("rollout_correction", None) if algorithm is not None else None
     choice = resolve_method(rollout_corr, environ)
-    if loss_mode in LOSS_NAMES:
+    if loss_mode in loss_names():
         if choice is None:
             raise ValueError(
                 f"actor_rollout_ref.actor.policy_loss.loss_mode={loss_mode} needs the group step: set "
@@ -471,12 +471,13 @@ def _require_verl() -> Any:
     return verl
 
 
-def register_policy_loss(names: Sequence[str] = LOSS_NAMES) -> None:
-    """Register `gmc_policy_loss` in verl's registry under each of `names` (`policy_loss.loss_mode`)."""
+def register_policy_loss(names: Sequence[str] | None = None) -> None:
+    """Register `gmc_policy_loss` in verl's registry under each of `names` (`policy_loss.loss_mode`;
+    default `loss_names()`, the trajectory-level methods registered now)."""
     _require_verl()
     from verl.trainer.ppo import core_algos
 
-    for name in names:
+    for name in loss_names() if names is None else names:
         core_algos.register_policy_loss(name)(gmc_policy_loss)
 
 
@@ -615,7 +616,6 @@ def activate_from_environment(environ: dict[str, str] | None = None) -> str | No
 __all__ = [
     "COEFFICIENT_KEY",
     "LOSS_NAME",
-    "LOSS_NAMES",
     "SUPPORTED_VERL",
     "TESTED_VERL_VERSIONS",
     "activate",
@@ -626,6 +626,7 @@ __all__ = [
     "gmc_policy_loss",
     "group_rows",
     "install_coefficient_step",
+    "loss_names",
     "loss_matrix",
     "make_bypass_guard",
     "make_coefficient_step",

@@ -4,20 +4,21 @@
 (group `verl.plugins`). verl 0.9 loads that group at `import verl` in every process (driver,
 trainer, actor workers; `VERL_USE_EXTERNAL_PLUGINS`, default `auto`), which is where the
 policy-loss registry and the rollout-correction step live. Importing this module registers the
-losses `gmc`, `tic`, `vcpo`, `is` and installs the config-driven group step
+loss under every trajectory-level method's name (`gmc_grpo.integrations.verl.loss_names`: `gmc`,
+`tic`, `vcpo`, `is` and a user's registered coefficient rule) and installs the config-driven group step
 (`gmc_grpo.integrations.verl.activate`): nothing in verl's data path changes until the config
 names a GMC method (`algorithm.rollout_correction.rollout_is=gmc`).
 
 verl catches a plugin's exception and logs it at debug level only, so this module catches its own
 (the import of the adapter included): it logs the error at ERROR level (shown by verl's default
-logging) and registers, under each loss name, a loss that raises the error when it is first
-requested. `VERL_USE_EXTERNAL_MODULES=gmc_grpo.integrations.verl_plugin` (verl's older mechanism)
+logging) and registers, under each of the paper's trajectory-level method names (read from the
+specs themselves, `gmc_grpo.methods.PAPER_METHODS`, without loading the user's method modules,
+whose import may be what failed), a loss that raises the error when it is first requested. `VERL_USE_EXTERNAL_MODULES=gmc_grpo.integrations.verl_plugin` (verl's older mechanism)
 imports the same module.
 """
 
 import logging
 
-LOSS_NAMES = ("gmc", "tic", "vcpo", "is")  # as gmc_grpo.integrations.verl.LOSS_NAMES
 LOAD_ERROR: BaseException | None = None
 
 
@@ -34,7 +35,9 @@ def _register_failure(error: BaseException) -> None:
     try:
         from verl.trainer.ppo import core_algos
 
-        for name in LOSS_NAMES:
+        from gmc_grpo.methods import PAPER_METHODS
+
+        for name in (spec.name for spec in PAPER_METHODS if spec.trajectory_level):
             core_algos.register_policy_loss(name)(failed_loss)
     except Exception:  # noqa: BLE001 - the log line below still reports the original error
         pass

@@ -42,3 +42,40 @@ def test_bad_inputs_name_the_problem():
         advantages.compute(torch.zeros(1, 2), "mean")
     with pytest.raises(ValueError, match="G >= 2"):
         advantages.compute(torch.zeros(3, 1), "loo")
+
+
+def test_method_advantages_is_the_one_dispatch_of_both_learners():
+    """`method_advantages` (what the toy and the LLM learner call): the method's kind under
+    "paper", the chosen kind otherwise, and a baseline hook with the learner's trajectory scores,
+    asked for score norms only when the hook needs them."""
+    import dataclasses
+
+    from gmc_grpo.methods import Baseline, MethodSettings, get_method
+
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 1.0]], dtype=torch.float64)
+    log_ratio = torch.tensor([[0.1, -0.2, 0.3, 0.0], [0.0, 0.5, -0.5, 0.2]], dtype=torch.float64)
+    asked: list[bool] = []
+
+    def scores(needs_score_norms: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        asked.append(needs_score_norms)
+        return log_ratio, torch.ones_like(log_ratio) if needs_score_norms else None
+
+    settings = MethodSettings()
+    gmc, vcpo = get_method("gmc"), get_method("vcpo")
+    got = advantages.method_advantages(gmc, "paper", rewards, settings, scores)
+    assert torch.equal(got, advantages.compute(rewards, "loo")) and asked == []  # B.1: loo
+    got = advantages.method_advantages(gmc, "std", rewards, settings, scores)
+    assert torch.equal(got, advantages.compute(rewards, "std")) and asked == []
+    got = advantages.method_advantages(vcpo, "centered", rewards, settings, scores)
+    assert torch.equal(got, advantages.compute(rewards, "centered")) and asked == []
+    # VCPO's baseline under "paper", with score norms (all one: the baseline is the
+    # rho^2-weighted mean reward of the group, `gmc_grpo.hooks`)
+    want = vcpo.baseline.compute(rewards, log_ratio, torch.ones_like(log_ratio), settings)
+    got = advantages.method_advantages(vcpo, "paper", rewards, settings, scores)
+    assert torch.equal(got, want) and asked == [True]
+    # a baseline without score norms gets None
+    seen = []
+    plain = Baseline(lambda r, s, n, _: (seen.append(n), r - s)[1], needs_score_norms=False)
+    spec = dataclasses.replace(gmc, baseline=plain)
+    got = advantages.method_advantages(spec, "paper", rewards, settings, scores)
+    assert torch.equal(got, rewards - log_ratio) and asked == [True, False] and seen == [None]

@@ -18,7 +18,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.defaults import PAPER_EPS
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import holm_adjust, normal_quantile, paired_t_test
 from toy_mdps.sweep.config import SweepConfig
@@ -211,14 +211,14 @@ PAPER_GROUP_SIZE = 8
 
 def primary_point(points: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The declared primary comparison among `gmc_below_tic`'s points: the largest staleness
-    (where the claim is about), at the paper's `eps` (`PAPER_CAP_EPS`) and group size
+    (where the claim is about), at the paper's `eps` (`PAPER_EPS`) and group size
     (`PAPER_GROUP_SIZE`) when the grid has them, else the nearest; None without points."""
     if not points:
         return None
     largest = max(p["staleness"] for p in points)
     return min(
         (p for p in points if p["staleness"] == largest),
-        key=lambda p: (abs(p["eps"] - PAPER_CAP_EPS), abs(p["group_size"] - PAPER_GROUP_SIZE)),
+        key=lambda p: (abs(p["eps"] - PAPER_EPS), abs(p["group_size"] - PAPER_GROUP_SIZE)),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from gmc_grpo.config_reading import check_choice, config_error, dataclass_from_dict
 from gmc_grpo.defaults import (
     A3PO_MASK_THRESHOLD,
-    PAPER_CAP_EPS,
+    PAPER_EPS,
     TOKEN_CLIP,
     VCPO_TRUNCATION,
 )
@@ -85,7 +85,7 @@ class SweepConfig(ProblemFields):
     )
     """registered methods without a gradient edit (default: the paper's, `is, grpo, tic, gmc,
     vcpo, a3po`; a user's registered method is measured when listed here)"""
-    eps_values: list[float] = field(default_factory=lambda: [PAPER_CAP_EPS])
+    eps_values: list[float] = field(default_factory=lambda: [PAPER_EPS])
     """caps `1 + eps` of the methods that use one (TIC, GMC; 0.28, Appendix B.1); the others
     are measured once per grid cell (their `eps` is null)"""
     group_sizes: list[int] = field(default_factory=lambda: [2, 8, 32, 128])

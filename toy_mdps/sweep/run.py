@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from gmc_grpo.defaults import PAPER_CAP_EPS
+from gmc_grpo.defaults import PAPER_EPS
 from gmc_grpo.json_files import atomic_write_text, read_jsonl
 from gmc_grpo.methods import MethodSettings, MethodSpec, get_method
 from gmc_grpo.records import read_run_config
@@ -186,7 +186,7 @@ def _pair(config: SweepConfig, mdp: TokenMDP, seed: int, staleness: float, cache
 
 
 def _settings(config: SweepConfig, eps: float | None) -> MethodSettings:
-    return MethodSettings.of(config, eps=PAPER_CAP_EPS if eps is None else eps)
+    return MethodSettings.of(config, eps=PAPER_EPS if eps is None else eps)
 
 
 def _bound_eps(spec: MethodSpec, eps: float | None, settings: MethodSettings) -> float:
@@ -194,7 +194,7 @@ def _bound_eps(spec: MethodSpec, eps: float | None, settings: MethodSettings) ->
     for the methods outside the class (the bound is then a reference line)."""
     if eps is not None:
         return eps
-    return spec.class_cap(settings) if spec.class_cap is not None else PAPER_CAP_EPS
+    return spec.class_cap(settings) if spec.class_cap is not None else PAPER_EPS
 
 
 def _none_if_nan(x: float) -> float | None:

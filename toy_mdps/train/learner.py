@@ -518,18 +518,22 @@ class AsyncLearner:
     def _advantages(self, exact: ExactState, tensors: dict[str, Tensor]) -> Tensor:
         """`[S, B, G]`: the method's baseline hook (with exact score norms when it needs them),
         or the advantage kind of `config.advantage`."""
-        spec, settings, cfg = self.spec, self.settings, self.config
-        rewards = tensors["rewards"]
-        if not spec.uses_baseline(cfg.advantage):
-            return adv_lib.compute(rewards, spec.advantage_kind(cfg.advantage))  # type: ignore[arg-type]
-        baseline = spec.baseline
-        assert baseline is not None
-        norms = None
-        if baseline.needs_score_norms:
-            norms = trajectory_score_norm_sq(
-                self.policy, exact.log_table, tensors["states"], tensors["tokens"], tensors["mask"]
-            )
-        return baseline.compute(rewards, tensors["log_ratio"], norms, settings)
+
+        def scores(needs_score_norms: bool) -> tuple[Tensor, Tensor | None]:
+            norms = None
+            if needs_score_norms:
+                norms = trajectory_score_norm_sq(
+                    self.policy,
+                    exact.log_table,
+                    tensors["states"],
+                    tensors["tokens"],
+                    tensors["mask"],
+                )
+            return tensors["log_ratio"], norms
+
+        return adv_lib.method_advantages(
+            self.spec, self.config.advantage, tensors["rewards"], self.settings, scores
+        )
 
     def _ascent_direction(
         self, exact: ExactState, tensors: dict[str, Tensor], psi: Tensor
