@@ -507,7 +507,7 @@ def _drift_checks(data: BoundsData) -> list[dict[str, str]]:
         for p in data.points
         if p.get("drift_sq") and p.get("drift_path") and p["x"] is not None and p["x"] > 0
     ]
-    if not points or data.suite == "toy":  # the toy's are checked exactly by theory.measured
+    if not points or data.suite == "toy":  # the toy's are checked exactly by evidence.measured
         return []
     ratios = ", ".join(
         f"{p['method'].upper()} D={p['delay']}: {p['drift_sq'] / p['drift_path']:.2f}"
@@ -581,7 +581,7 @@ def _gap_check(data: BoundsData, factor: float) -> dict[str, str]:
     seeds (toy runs: the log-ratio of the convergence metric), else the direction only."""
     positive = [g for g in data.gaps if g["gap"] is not None and g["x"] > 0]
     # only the direction: the theory's tuned factor (c_eps/log(1+2eps))^(2/5) compares two upper
-    # bounds after tuning eta for each, not the measured ratio at one eta (theory.pairs does that)
+    # bounds after tuning eta for each, not the measured ratio at one eta (evidence.pairs does that)
     claim = gap_claim([p for p in data.points if p["method"] in ("gmc", "tic")])
     values = ", ".join(f"{g['gap']:.3g}" for g in positive)
     if not positive:  # no "(; intervals )": say what is missing

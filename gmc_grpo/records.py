@@ -118,7 +118,7 @@ METRIC_NAMES: dict[str, str] = {
     "estimator/mc_noise": "toy sweeps: Monte Carlo noise tr(Cov)/M removed from the squared bias",
     "policy/coverage_C": "toy: Assumption 2's C, 1 / the smallest token probability",
     # toy learners with `bound_every > 0` (`toy_mdps.train.bounds`; compared with the bounds by
-    # `theory.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi` (95%)
+    # `evidence.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi` (95%)
     "bounds/log_coverage": "toy: log C_n = -min_{s,a} log pi_theta_n(a|s) over every state",
     "bounds/drift_sq": "toy, LLM (track_bounds_every): ||theta_n - theta_{n-tau}||^2 to the "
     "batch's behavior parameters (mean over its groups)",

@@ -13,18 +13,18 @@ stage's) and reports, each claim with its own count (`bounds_claims`):
 
 - Theorems 1-2 where they bite: every `bounds_optimal` run with the bound (both constants), the
   ceiling, the measurement with its interval and the verdict vacuous / holds / refuted /
-  unresolved (`theory.bite`);
-- the explicit Theorems 1-2: vacuous or not, and by how many decades (`theory.vacuity`);
+  unresolved (`evidence.bite`);
+- the explicit Theorems 1-2: vacuous or not, and by how many decades (`evidence.vacuity`);
 - Lemma 1 with the measured moments, a consistency check (its variance term integrates the
   same updates as the progress term): measured/bound, the runs whose right-hand side reaches the
   ceiling counted as vacuous, each term's share; and Lemma 1's descent step tested directly at
   every step (the exact smoothness remainder against `-(L_J/2)||dtheta||^2`);
 - where the proof loses: the slack of each step of the §4.2 chain, a table in decades and a
-  figure (`theory.slack`, `figures.proof_slack`);
+  figure (`evidence.slack`, `figures.proof_slack`);
 - every GMC/TIC pair, with final J beside the gradient metric, the bounds' ratio at the same
-  `eta`, and each method tuned on the same grid (`theory.pairs`);
+  `eta`, and each method tuned on the same grid (`evidence.pairs`);
 - the run table, each term beside its measured counterpart, the per-step checks and every
-  refutation (`theory.measured_report`); the Adam runs of the toy-training stage apart, as
+  refutation (`evidence.measured_report`); the Adam runs of the toy-training stage apart, as
   outside the setting.
 
 One bound-tracking figure per run of `FIGURE_EXPERIMENTS` (`figures.bound_tracking`). Writes
@@ -78,8 +78,8 @@ def bounds_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
     `BOUND_EXPERIMENTS`) and write the report section (module docstring)."""
     import torch
 
-    from theory.measured import all_run_bounds
-    from theory.measured_report import bounds_markdown, outside_rows
+    from evidence.measured import all_run_bounds
+    from evidence.measured_report import bounds_markdown, outside_rows
     from toy_mdps.train.config import ExperimentConfig, shipped_experiment
     from toy_mdps.train.report import experiment_markdown
     from toy_mdps.train.run import run_experiment
@@ -111,7 +111,7 @@ def bounds_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
         "Every toy training run that tracked its bound quantities (`bound_every > 0`): this "
         f"stage's `{', '.join(experiments)}` and the SGD runs of the toy-training stage. "
         "Per-step quantities at the learner's actual state (`toy_mdps.train.bounds`), bounds "
-        "evaluated by `theory.measured` (also `gmc-grpo theory --runs DIR`).",
+        "evaluated by `evidence.measured` (also `gmc-grpo theory --runs DIR`).",
         "",
         "#### Theorems 1-2 where they bite (the bound-minimising step)",
         "",
@@ -149,12 +149,12 @@ def bounds_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
 def bounds_claims(results: list[Any], out_dir: Path) -> dict[str, Any]:
     """The stage's claims, each with its own count: the explicit theorems' vacuity (decades),
     Lemma 1 with the measured moments, the chain's slack per step (table, figure), every GMC/TIC
-    pair; the headline names each (`theory.vacuity`, `theory.slack`, `theory.pairs`)."""
-    from theory.bite import bite_headline, bite_markdown, bite_rows, bite_summary
-    from theory.measured import TAUTOLOGICAL_CHECKS
-    from theory.pairs import gmc_tic_pairs, pairs_headline, pairs_markdown, tuned_pairs
-    from theory.slack import chain_slack, slack_markdown, slack_summary
-    from theory.vacuity import lemma1_ratios, smoothness_summary, theorem_vacuity
+    pair; the headline names each (`evidence.vacuity`, `evidence.slack`, `evidence.pairs`)."""
+    from evidence.bite import bite_headline, bite_markdown, bite_rows, bite_summary
+    from evidence.measured import TAUTOLOGICAL_CHECKS
+    from evidence.pairs import gmc_tic_pairs, pairs_headline, pairs_markdown, tuned_pairs
+    from evidence.slack import chain_slack, slack_markdown, slack_summary
+    from evidence.vacuity import lemma1_ratios, smoothness_summary, theorem_vacuity
 
     vac = theorem_vacuity(results)
     lem = lemma1_ratios(results)
@@ -259,7 +259,7 @@ def vacuity_markdown(
 ) -> str:
     """The vacuity of Theorems 1-2 (decades, both constants, small steps apart), Lemma 1 with
     measured moments (a consistency check, with the ceiling and the term shares) and Lemma 1's
-    descent step at every step (`smooth`, `theory.vacuity.smoothness_summary`), as Markdown."""
+    descent step at every step (`smooth`, `evidence.vacuity.smoothness_summary`), as Markdown."""
     if not vac["runs"]:
         return "No tracked run in the theorems' setting.\n"
     lines = [

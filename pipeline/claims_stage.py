@@ -2,7 +2,7 @@
 
 The theory stage (first) evaluates every row that needs no run and says which rows need runs;
 this stage, after the toy stages, evaluates those rows on the records the earlier stages wrote
-(`theory.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
+(`evidence.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
 training runs, the bounds stage's `drift_quick`, `bounds_quick`, `bounds_bite` and `bounds_optimal`
 (Theorems 1-2 at the bound-minimising step, rows 13-14), the workers
 stage's `regularity_quick`), the same as `gmc-grpo theory --runs results/` would. Writes
@@ -29,7 +29,7 @@ def claims_stage(out_dir: Path) -> dict[str, Any]:
         summary_by_section,
     )
     from theory.evidence_kinds import kind_counts
-    from theory.run_evidence import collect_evidence
+    from evidence.run_evidence import collect_evidence
 
     out_dir = Path(out_dir)
     roots = sorted(p for p in out_dir.parent.iterdir() if p.is_dir() and p != out_dir)

@@ -40,7 +40,7 @@ def _draw_figures(kind: str, run_dir: Path) -> list[Path]:
         from figures.toy_training import load_experiment
         from figures.writers import write_experiment_figures
         from pipeline.bounds_stage import draw_bound_figures
-        from theory.measured import all_run_bounds
+        from evidence.measured import all_run_bounds
 
         paths = write_experiment_figures(load_experiment(run_dir))
         tracked, _ = all_run_bounds([run_dir])  # runs with bound_every > 0: bound tracking

@@ -7,7 +7,7 @@ default, so a test can inject a perturbed value (`c_eps x 1.1`, an exponent off 
 `(1+eps)^4`) and see the verdict turn. The verdict kinds are defined in `theory.verdicts`.
 
 The checks live by section: `theory.checks_estimators` (§3), `theory.checks_chain` (§4.2,
-Theorems 1-2), `theory.checks_rates` (§4.1, §4.3, the corollaries), `theory.checks_runs` (rows
+Theorems 1-2), `theory.checks_rates` (§4.1, §4.3, the corollaries), `evidence.checks_runs` (rows
 whose evidence is a measurement on toy runs) and `theory.checks_ours` (our readings and
 extensions).
 """
@@ -58,13 +58,13 @@ from theory.checks_rates import (
     check_tuned_rate,
     group_bias_table,
 )
-from theory.checks_runs import (
+from evidence.checks_runs import (
     SWEEP_RUNS,
     check_delay_regularity,
     check_drift,
     check_uniform_second_moment,
 )
-from theory.run_evidence import RunEvidence
+from evidence.run_evidence import RunEvidence
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -176,7 +176,7 @@ PAPER_CHECKS = {
     "delay_regularity": check_delay_regularity,
     "uniform_second_moment": check_uniform_second_moment_merged,
 }
-# the rows whose checks take the runs' evidence (`theory.run_evidence.RunEvidence`): "required"
+# the rows whose checks take the runs' evidence (`evidence.run_evidence.RunEvidence`): "required"
 # ones say `needs runs` without it, "optional" ones add what the runs show to a run-free check
 RUN_ROWS = {
     "lemma1": "optional",

@@ -17,7 +17,7 @@ from theory import adversarial, chain, numerics, symbolic
 from theory.bounds import (
     theorem_terms,
 )
-from theory.checks_runs import theorem_part
+from evidence.checks_runs import theorem_part
 from theory.constants import c_eps, gmc_denominator, tight_gmc_denominator
 from theory.divergences import (
     gmc_removed_mass,
@@ -25,7 +25,7 @@ from theory.divergences import (
     near_extremal_distribution,
     tic_removed_mass,
 )
-from theory.run_evidence import RunEvidence
+from evidence.run_evidence import RunEvidence
 from theory.trees import (
     tabular_tree,
     trajectory_kl,

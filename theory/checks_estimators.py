@@ -21,14 +21,14 @@ from theory.bounds import (
     bias_per_removed_mass,
     second_moment_bound,
 )
-from theory.checks_runs import lemma1_part
+from evidence.checks_runs import lemma1_part
 from theory.exact import (
     class_coefficients,
     group_moments,
     group_updates,
     problem_from_tree,
 )
-from theory.run_evidence import RunEvidence
+from evidence.run_evidence import RunEvidence
 from theory.trees import (
     min_token_prob,
     objective,
@@ -98,7 +98,7 @@ def check_lemma1(
 ) -> Check:
     """Lemma 1: coefficients `opt_coef T/(eta N)`, `var_coef T^2 eta R L (2 log|A|+1)`,
     `bias_coef T^2`; `smoothness` scales the implied `L_J = T R L (2 log|A| + 1)`. With runs,
-    also Lemma 1 with each run's measured moments (`theory.checks_runs.lemma1_part`)."""
+    also Lemma 1 with each run's measured moments (`evidence.checks_runs.lemma1_part`)."""
     lem = chain.derive_lemma1()
     derived = (
         sp.simplify(lem.opt / (chain.T / (chain.ETA * chain.N))),

@@ -31,7 +31,7 @@ from functools import lru_cache
 
 from theory import chain, checks
 from theory.evidence_kinds import evidence_kind, kind_counts, kinds_text
-from theory.run_evidence import RunEvidence
+from evidence.run_evidence import RunEvidence
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -217,7 +217,7 @@ SPECS: tuple[ClaimSpec, ...] = (
         r"\mathbb{E}\Vert\theta_n-\theta_{n-\tau}\Vert^2=O(\eta^2\tau^2)",
         "toy learner runs (drift_quick: plain SGD over a grid of η, fixed delays and rollout "
         "workers) record E‖θₙ − θₙ₋ₜ‖² for every lag t; exponents in η and t fitted per seed, "
-        "t-intervals over seeds (theory.drift_fit); the bound η²t²M beside",
+        "t-intervals over seeds (evidence.drift_fit); the bound η²t²M beside",
         checks.check_drift,
     ),
     ClaimSpec(
@@ -537,7 +537,7 @@ def evaluate_claim(
 ) -> dict[str, object]:
     """One row, with claimed values overridden (e.g. `evaluate_claim("tic_removed_mass",
     multiplier=1.1)`); the keyword names are the check's parameters (`theory.checks`). `evidence`:
-    the runs a run row reads (`theory.run_evidence.collect_evidence`)."""
+    the runs a run row reads (`evidence.run_evidence.collect_evidence`)."""
     if key not in _BY_KEY:
         raise KeyError(f"unknown claim {key!r}; known: {', '.join(_BY_KEY)}")
     spec = _BY_KEY[key]
@@ -555,7 +555,7 @@ def evaluate_claims(evidence: RunEvidence | None = None) -> list[dict[str, objec
     """Every row, the paper's first (a few seconds; the run-free rows cached per process).
 
     Without `evidence` the rows that need runs say so (`needs runs`); with it
-    (`theory.run_evidence.collect_evidence(paths)`) they are evaluated on those runs, and rows 1
+    (`evidence.run_evidence.collect_evidence(paths)`) they are evaluated on those runs, and rows 1
     and 13-14 add what the runs show (Lemma 1 with measured moments, the explicit bounds' vacuity).
     """
     rows = [dict(r) for r in _evaluate_all()]

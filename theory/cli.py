@@ -44,7 +44,7 @@ experiments), delay-regularity experiments (regularity_quick) and bias sweeps; i
 run rows (drift, delay regularity, the delay-uniform second moment, Lemma 1 with measured
 moments, the explicit theorems' vacuity) and prints, per tracked run, the measured
 (1/N) sum ||grad J||^2 beside Theorem 1/2's right-hand side with explicit constants, each term
-beside its measured counterpart, the per-step checks and every refutation (theory.measured).
+beside its measured counterpart, the per-step checks and every refutation (evidence.measured).
 """
 
 
@@ -203,7 +203,7 @@ def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: 
     _write(md_path, claims_markdown(rows))
     payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
     if measured:
-        from theory.measured_report import bounds_markdown
+        from evidence.measured_report import bounds_markdown
 
         bounds_json, bounds_md = out / "bounds.json", out / "bounds.md"
         _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
@@ -248,7 +248,7 @@ def _run(args: argparse.Namespace) -> int:
 
     evidence = None
     if args.runs is not None:
-        from theory.run_evidence import collect_evidence
+        from evidence.run_evidence import collect_evidence
 
         missing = [str(p) for p in args.runs if not p.exists()]
         if missing:
@@ -300,7 +300,7 @@ def _run(args: argparse.Namespace) -> int:
                 + ", ".join(payload["needs_runs"])  # type: ignore[arg-type]
             )
         if measured:
-            from theory.measured_report import bounds_text
+            from evidence.measured_report import bounds_text
 
             print()
             print(bounds_text(measured))

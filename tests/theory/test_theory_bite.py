@@ -1,4 +1,4 @@
-"""Theorems 1-2 at the bound-minimising step (`theory.bite`): the issue's hand numbers, the
+"""Theorems 1-2 at the bound-minimising step (`evidence.bite`): the issue's hand numbers, the
 shipped experiments' step sizes, the verdict rule, the run table and rows 13-14 on such runs."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from theory import bite
+from evidence import bite
 from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
-from theory.checks_runs import bite_part
-from theory.measured import run_bounds
-from theory.run_evidence import RunEvidence
+from evidence.checks_runs import bite_part
+from evidence.measured import run_bounds
+from evidence.run_evidence import RunEvidence
 from toy_mdps.train.config import ExperimentConfig, TrainConfig, shipped_experiment
 from toy_mdps.train.run import train
 

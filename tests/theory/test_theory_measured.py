@@ -1,4 +1,4 @@
-"""`theory.measured`: the theorems' bounds beside toy-run records, on hand-written records.
+"""`evidence.measured`: the theorems' bounds beside toy-run records, on hand-written records.
 
 The records are written here by hand (no torch, no toy run), so every expected number is worked
 out from the formulas of the module docstring, not read from the code under test.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from theory.measured import find_runs, run_bounds, setting
-from theory.measured_report import bounds_markdown, bounds_text, outside_rows
+from evidence.measured import find_runs, run_bounds, setting
+from evidence.measured_report import bounds_markdown, bounds_text, outside_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 T, V, R, L, ETA, N, EPS = 2, 3, 1.0, 0.5, 0.5, 4, 0.28

@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 from test_theory_measured import write_run
 
-from theory.checks_runs import (
+from evidence.checks_runs import (
     check_delay_regularity,
     check_drift,
     check_uniform_second_moment,
 )
 from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
-from theory.drift_fit import DriftRun, fit_drift
-from theory.pairs import gmc_tic_pairs, tuned_pairs
-from theory.run_evidence import RunEvidence, collect_evidence
-from theory.slack import chain_slack, slack_markdown
-from theory.vacuity import lemma1_ratios, theorem_vacuity
+from evidence.drift_fit import DriftRun, fit_drift
+from evidence.pairs import gmc_tic_pairs, tuned_pairs
+from evidence.run_evidence import RunEvidence, collect_evidence
+from evidence.slack import chain_slack, slack_markdown
+from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from theory.verdicts import (
     DOES_NOT_HOLD,
     NEEDS_RUNS,
@@ -224,7 +224,7 @@ def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path
     """Issue 36: a tracked run whose metrics lack rows is left out of the run rows with a line
     naming them; a `config.json` that is a JSON list is not a run (no AttributeError); the
     other runs are read."""
-    from theory.run_records import find_runs
+    from toy_mdps.train.run_records import find_runs
 
     good = write_run(tmp_path / "good")
     gapped = write_run(tmp_path / "gapped")

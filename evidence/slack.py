@@ -41,8 +41,8 @@ from theory.bounds import (
     second_moment_bound,
     update_norm_sq_bound,
 )
-from theory.measured import RunBounds, coverage
-from theory.run_records import RunSeries, load_series
+from evidence.measured import RunBounds, coverage
+from toy_mdps.train.run_records import RunSeries, load_series
 
 STEPS = (
     ("bias", "1. ||b|| <= K_b E[m] (Prop. 1, bias)"),
@@ -183,7 +183,7 @@ def slack_markdown(slacks: Sequence[dict[str, Any]]) -> str:
 
     lines = [
         "Decades lost at each step of the §4.2 chain (`log10` of larger side / smaller side, "
-        "means over the stale recorded steps and seeds; `theory.slack`), the product of steps "
+        "means over the stale recorded steps and seeds; `evidence.slack`), the product of steps "
         "1-5, and beside them Proposition 1's $M$ over the measured second moment (inside step "
         "4), the theorem's delay term over the measured $T^2\\overline{\\Vert b_n\\Vert^2}$, "
         "Lemma 1 with measured moments over the measured metric, and the theorem over it. "

@@ -69,7 +69,7 @@ from theory.bounds import (
     second_moment_bound,
     theorem_terms,
 )
-from theory.run_records import (
+from toy_mdps.train.run_records import (
     RunSeries,
     class_eps,
     find_runs,

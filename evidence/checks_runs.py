@@ -1,4 +1,4 @@
-"""Checks whose evidence is a measurement on toy runs (`theory.run_evidence.RunEvidence`).
+"""Checks whose evidence is a measurement on toy runs (`evidence.run_evidence.RunEvidence`).
 
 Without runs each returns `needs runs` and names the experiment that provides them; with runs
 the verdict comes from the measurement, with its interval over seeds:
@@ -6,7 +6,7 @@ the verdict comes from the measurement, with its interval over seeds:
 * `check_drift` (§4.2): the parameter drift over a grid of step sizes and lags
   (`drift_quick`) graded as an upper bound: verified when no drift exceeds `eta^2 tau^2 M` nor
   the measured-moment bound `eta^2 tau^2 max_n E||g_n||^2`, refuted otherwise; the exponents
-  fitted with intervals (`theory.drift_fit`) are its tightness, reported beside;
+  fitted with intervals (`evidence.drift_fit`) are its tightness, reported beside;
 * `check_delay_regularity` (§2.2, Assumption 3): both sides of the condition, pooled over lags,
   on the workers stage's runs (`regularity_quick`);
 * `check_uniform_second_moment` (§3-§4.2): the class estimators' measured second moment at
@@ -28,10 +28,11 @@ from scipy import stats as sps
 
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import holm_adjust, t_interval, t_quantile
-from theory import bite, chain
-from theory.drift_fit import fit_drift
-from theory.run_evidence import RunEvidence
-from theory.vacuity import lemma1_ratios, theorem_vacuity
+from evidence import bite
+from theory import chain
+from evidence.drift_fit import fit_drift
+from evidence.run_evidence import RunEvidence
+from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from theory.verdicts import (
     DOES_NOT_HOLD,
     NEEDS_RUNS,
@@ -91,7 +92,7 @@ def check_drift(
     graded as the upper bound it is: verified when no run's drift exceeds `eta^a t^b M` nor the
     measured-moment bound `eta^a t^b max_n E||g_n||^2` (a violation: the drift's lower 95% end
     above the bound's upper end), refuted otherwise; the fitted and local exponents and the
-    largest ratio (the tightness) are reported beside (`theory.drift_fit`)."""
+    largest ratio (the tightness) are reported beside (`evidence.drift_fit`)."""
     expr = chain.drift_second_moment(chain.MOMENT)
     if evidence is None or len({r.eta for r in evidence.drift}) < 2:
         return _needs(DRIFT_DERIVATION, expr, DRIFT_RUNS)
@@ -362,8 +363,8 @@ def lemma1_part(evidence: RunEvidence | None) -> tuple[str, bool, dict[str, Any]
 
 def theorem_part(evidence: RunEvidence | None, method: str) -> tuple[str, bool, dict[str, Any]]:
     """`(text, contradicted, evidence)`: Theorem 1 (`gmc`) / 2 (`tic`) with explicit constants
-    beside the runs' measurements: decades above, vacuous or not (`theory.vacuity`), and first the
-    runs at the bound-minimising step where the bound could be refuted (`theory.bite`;
+    beside the runs' measurements: decades above, vacuous or not (`evidence.vacuity`), and first the
+    runs at the bound-minimising step where the bound could be refuted (`evidence.bite`;
     `evidence["bite_checks"]` counts the runs whose bound (constant 8) lies below the ceiling,
     `evidence["bite_holds"]` those that hold, `contradicted` is true when one is refuted)."""
     if evidence is None or not evidence.tracked:
@@ -397,7 +398,7 @@ def theorem_part(evidence: RunEvidence | None, method: str) -> tuple[str, bool, 
 
 
 def bite_part(evidence: RunEvidence, method: str) -> tuple[str, dict[str, Any]]:
-    """`(text, counts)`: the runs of one theorem at its bound-minimising step (`theory.bite`),
+    """`(text, counts)`: the runs of one theorem at its bound-minimising step (`evidence.bite`),
     with the paper's constant 8: how many have a bound below the ceiling (each a check that could
     have failed), and how many of those hold, are refuted or unresolved."""
     rows = [r for r in bite.bite_rows(evidence.tracked) if r["method"] == method]

@@ -31,7 +31,7 @@ from typing import Any
 
 from gmc_grpo.records import read_json
 from gmc_grpo.stats import holm_adjust, paired_t_test, t_interval
-from theory.measured import RunBounds
+from evidence.measured import RunBounds
 
 # the declared primary comparison of the bounds stage's pairs (issue 31): GMC's gradient metric
 # below TIC's in `bounds_quick` at the larger delay and the middle step size of its grid (the
@@ -256,7 +256,7 @@ def pairs_markdown(pairs: Sequence[dict[str, Any]], tuned: Sequence[dict[str, An
         "final $J$. Bound: Theorem 1 over Theorem 2 with explicit constants at the same $\\eta$, "
         "each with its own run's constants ($\\log\\mathcal{C}$ in the table), whole bound and "
         "delay term alone (a bound's ratio beside a bound's ratio; the measured ratio beside "
-        "the measured one). Role: the declared *primary* pair (`theory.pairs.PRIMARY_PAIR`), "
+        "the measured one). Role: the declared *primary* pair (`evidence.pairs.PRIMARY_PAIR`), "
         "*secondary* pairs with Holm-adjusted verdicts per claim (in brackets), *identical* "
         "pairs (no group capped) and pairs *outside* the theorems' setting, neither counted.",
         "",

@@ -1,4 +1,4 @@
-"""Tables of the bounds beside the toy runs' measurements (`theory.measured` computes them):
+"""Tables of the bounds beside the toy runs' measurements (`evidence.measured` computes them):
 the Markdown section of the report (`bounds_markdown`), the plain text of
 `gmc-grpo theory --runs` (`bounds_text`), the one-line summary, and the untracked runs of class
 methods outside the theorems' setting (`outside_rows`)."""
@@ -12,8 +12,8 @@ from typing import Any
 
 from gmc_grpo.methods import get_method
 from gmc_grpo.records import read_json
-from theory.measured import ROUNDING, TERM_LATEX, TERMS, RunBounds
-from theory.run_records import find_runs, is_tracked_run, setting
+from evidence.measured import ROUNDING, TERM_LATEX, TERMS, RunBounds
+from toy_mdps.train.run_records import find_runs, is_tracked_run, setting
 
 
 def _g(x: float | None, digits: int = 3) -> str:
