@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from evidence import bite
-from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
 from evidence.checks_runs import bite_part
 from evidence.measured import run_bounds
 from evidence.run_evidence import RunEvidence
+from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
 from toy_mdps.train.config import ExperimentConfig, TrainConfig, shipped_experiment
 from toy_mdps.train.run import train
 

@@ -13,19 +13,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_theory_measured import write_run
+from test_evidence_measured import write_run
 
 from evidence.checks_runs import (
     check_delay_regularity,
     check_drift,
     check_uniform_second_moment,
 )
-from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
 from evidence.drift_fit import DriftRun, fit_drift
 from evidence.pairs import gmc_tic_pairs, tuned_pairs
 from evidence.run_evidence import RunEvidence, collect_evidence
 from evidence.slack import chain_slack, slack_markdown
 from evidence.vacuity import lemma1_ratios, theorem_vacuity
+from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
 from theory.verdicts import (
     DOES_NOT_HOLD,
     NEEDS_RUNS,
