@@ -35,10 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json
-from gmc_grpo.stats import interval_text
-from theory.bounds import BoundTerms, gradient_norm_sq_ceiling, theorem_terms
 from evidence.measured import CONSTANTS, RunBounds
+from gmc_grpo.records import read_json
+from theory.bounds import BoundTerms, gradient_norm_sq_ceiling, theorem_terms
 
 BITE_EXPERIMENTS: tuple[str, ...] = ("bounds_optimal", "bounds_optimal_full")
 """The shipped experiments at the bound-minimising step (`toy_mdps/configs/train_<name>.json`)."""
@@ -224,46 +223,3 @@ def bite_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for method in ("gmc", "tic")
         }
     return out
-
-
-def _verdict_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no runs"
-
-
-def bite_headline(rows: Sequence[dict[str, Any]]) -> str:
-    """One clause: per theorem, the verdicts of its runs with the paper's constant."""
-    if not rows:
-        return "Theorems 1-2 at the bound-minimising step: no runs"
-    s = bite_summary(rows)["paper"]
-    return (
-        "Theorems 1-2 at the bound-minimising step (constant 8): Theorem 1 (GMC) "
-        f"{_verdict_counts(s['gmc'])}; Theorem 2 (TIC) {_verdict_counts(s['tic'])}"
-    )
-
-
-def bite_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The runs at the bound-minimising step as a Markdown table (module docstring)."""
-    if not rows:
-        return "No run at the bound-minimising step (`bounds_optimal`).\n"
-    lines = [
-        "Each run at the step $\\eta^\\star$ that minimises its theorem's explicit bound "
-        "(`evidence.bite`; $\\eta/\\eta^\\star$ against the minimiser with the run's own recorded "
-        "constants). Measured: $\\frac{1}{N}\\sum_n\\Vert\\nabla J(\\theta_n)\\Vert^2$, mean and "
-        "95% t-interval over seeds. Verdict per constant: *vacuous* (bound at or above the "
-        "ceiling $TLR^2\\log|\\mathcal{A}|/2$), *refuted* (interval's lower end above the bound), "
-        "*holds* (upper end below the bound, bound below the ceiling), *unresolved* (interval "
-        "contains the bound). Measured/bound is the tightness, not the verdict.",
-        "",
-        "| method | D | N | seeds | $\\eta$ | $\\eta/\\eta^\\star$ | ceiling | measured [95%] "
-        "| bound (8) | verdict (8) | measured/bound (8) | bound (2, ours) | verdict (2) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |",
-    ]
-    for r in rows:
-        p, o = r["paper"], r["ours"]
-        lines.append(
-            f"| {r['method'].upper()} | {r['delay']} | {r['N']:,} | {r['seeds']} | {r['eta']:.3g} "
-            f"| {r['eta_over_own_best']:.3f} | {r['ceiling']:.3f} "
-            f"| {interval_text(r['measured'], '.3g')} | {p['bound']:.3g} | **{p['verdict']}** "
-            f"| {p['ratio']:.2g} | {o['bound']:.3g} | **{o['verdict']}** |"
-        )
-    return "\n".join(lines) + "\n"

@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from evidence.measured import is_plain_sgd, run_constants
 from gmc_grpo.records import read_json
 from gmc_grpo.stats import t_interval
 from theory.bounds import second_moment_bound
-from evidence.measured import is_plain_sgd, run_constants
 from toy_mdps.train.run_records import RunSeries, class_eps, load_series
 
 # lags per end of a run's lag range for the local exponents (the smallest and the largest)

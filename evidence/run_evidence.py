@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.records import read_json, read_json_object
 from evidence.drift_fit import DriftRun, drift_run
 from evidence.measured import RunBounds, run_bounds
+from gmc_grpo.records import read_json, read_json_object
 from toy_mdps.train.run_records import find_runs, load_series
 
 SWEEP_COLUMNS = ("method", "staleness", "estimator/second_moment", "chain/second_moment_bound")

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from theory.bounds import gradient_norm_sq_ceiling, objective_smoothness
 from evidence.measured import SMOOTHNESS_CHECK, RunBounds
+from theory.bounds import gradient_norm_sq_ceiling, objective_smoothness
 
 
 def _decades(bound: float, measured: float) -> float:

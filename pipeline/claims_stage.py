@@ -20,6 +20,8 @@ from gmc_grpo.records import atomic_write_json, atomic_write_text
 
 def claims_stage(out_dir: Path) -> dict[str, Any]:
     """Evaluate the claims table with the earlier stages' runs (module docstring)."""
+    from evidence.registry import run_findings
+    from evidence.run_evidence import collect_evidence
     from pipeline.headlines import claims_headline
     from theory.checks import RUN_ROWS
     from theory.claims import (
@@ -29,12 +31,11 @@ def claims_stage(out_dir: Path) -> dict[str, Any]:
         summary_by_section,
     )
     from theory.evidence_kinds import kind_counts
-    from evidence.run_evidence import collect_evidence
 
     out_dir = Path(out_dir)
     roots = sorted(p for p in out_dir.parent.iterdir() if p.is_dir() and p != out_dir)
     evidence = collect_evidence(roots)
-    rows = evaluate_claims(evidence)
+    rows = evaluate_claims(run_findings(evidence))
     by_section = summary_by_section(rows)
     atomic_write_json(out_dir / "claims.json", rows)
     atomic_write_text(out_dir / "claims.md", claims_markdown(rows))

@@ -22,8 +22,10 @@ from evidence.checks_runs import (
 )
 from evidence.drift_fit import DriftRun, fit_drift
 from evidence.pairs import gmc_tic_pairs, tuned_pairs
+from evidence.registry import run_findings
+from evidence.render import slack_markdown
 from evidence.run_evidence import RunEvidence, collect_evidence
-from evidence.slack import chain_slack, slack_markdown
+from evidence.slack import chain_slack, slack_summary
 from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
 from theory.verdicts import (
@@ -210,14 +212,15 @@ def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> Non
     # excludes 0; an unresolved one is marked in the table
     first = next(r for r in evidence.tracked if r.name == s["run"])
     assert s["run_delay_resolved"] == (first.terms["delay"]["measured"]["lo"] > 0)
-    assert "denominator not resolved from 0" in slack_markdown(slacks)
+    assert "denominator not resolved from 0" in slack_markdown(slacks, slack_summary(slacks))
     unresolved = [{**s, "run_delay_resolved": False}]
-    assert "* |" in slack_markdown(unresolved) and "* |" not in slack_markdown(
-        [{**s, "run_delay_resolved": True}]
-    )
-    row = evaluate_claim("theorem1", evidence=evidence)
+    resolved = [{**s, "run_delay_resolved": True}]
+    assert "* |" in slack_markdown(unresolved, slack_summary(unresolved))
+    assert "* |" not in slack_markdown(resolved, slack_summary(resolved))
+    found = run_findings(evidence)
+    row = evaluate_claim("theorem1", found)
     assert row["verdict"] == "reconstructed" and "vacuous there" in str(row["result"])
-    assert evaluate_claim("lemma1", evidence=evidence)["verdict"] == VERIFIED
+    assert evaluate_claim("lemma1", found)["verdict"] == VERIFIED
 
 
 def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path: Path) -> None:
@@ -248,7 +251,8 @@ def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path
 def test_row27_is_merged_into_proposition1_and_runs_can_refute_it() -> None:
     from theory.checks import check_uniform_second_moment_merged
 
-    ok = check_uniform_second_moment_merged(_sweep(0.005))
+    ok = check_uniform_second_moment_merged(run_findings(_sweep(0.005))["uniform_second_moment"])
     assert ok.verdict == VERIFIED and ok.evidence["merged_into"] == "prop1_second_moment"
     assert "a consistency check that cannot bind" in ok.result
-    assert check_uniform_second_moment_merged(_sweep(1.5)).verdict == REFUTED
+    refuted = run_findings(_sweep(1.5))["uniform_second_moment"]
+    assert check_uniform_second_moment_merged(refuted).verdict == REFUTED
