@@ -11,7 +11,8 @@ Each function takes results computed elsewhere (numbers, intervals, verdicts) an
 * where the proof loses (`evidence.slack`): `slack_markdown`;
 * GMC against TIC, like with like (`evidence.pairs`): `pairs_markdown`, `pairs_headline`;
 * the bounds stage's claims (`evidence.bounds_claims.BoundsClaims`): `bounds_claims_headline`,
-  `bounds_claims_markdown`.
+  `bounds_claims_markdown`;
+* one suite's runs beside the theory (`evidence.runs_vs_theory.BoundsData`): `suite_caption`.
 """
 
 from __future__ import annotations
@@ -609,3 +610,24 @@ def bounds_claims_markdown(claims: BoundsClaims) -> dict[str, str]:
         "slack_markdown": slack_markdown(claims.slack, claims.slack_summary),
         "pairs_markdown": pairs_markdown(claims.pairs, claims.tuned),
     }
+
+
+# ---- runs vs theory, one suite (evidence.runs_vs_theory) -----------------------------------
+
+
+def suite_caption(data: Any) -> str:
+    """One suite's checks (`data`: an `evidence.runs_vs_theory.BoundsData`) in a paragraph of Markdown,
+    formulas as `$...$` LaTeX: the figure's caption."""
+    head = {
+        "fixed_delay": r"Fixed-delay suite ($\bar\tau_4$ = realised mean of the lags' fourth "
+        "power, the FIFO's fill included).",
+        "length_coupled": r"Simulated suite ($\bar\tau_4$ = empirical fourth moment of the "
+        "lags).",
+        "toy": r"Toy MDP training runs (exact KL and exact $\Vert\nabla J\Vert^2$).",
+    }[data.suite]
+    lines = [head, rf"$\epsilon = {data.eps:g}$."]
+    lines += [
+        f"{c.get('claim_markdown', c['claim'])}: {c['verdict']} ({c['detail']})."
+        for c in data.checks
+    ]
+    return " ".join(lines)
