@@ -1,6 +1,6 @@
 """Bound tracking: per run, each term of the bound beside its measured counterpart over the steps.
 
-`plot_bound_tracking(series, ax=None, title="")` draws the arrays `theory.measured.run_bounds`
+`plot_bound_tracking(series, ax=None, title="")` draws the arrays `evidence.measured.run_bounds`
 computes from a tracked toy run (`RunBounds.series`), one panel per group:
 
 - `theorem`: the running convergence metric `(1/n) sum_{k<n} ||grad J(theta_k)||^2` and each term

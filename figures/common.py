@@ -194,19 +194,6 @@ def mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def moving_average(values: Sequence[float], window: int) -> list[float]:
-    """Centred moving average (shorter windows at the ends); `window <= 1` returns a copy."""
-    n = len(values)
-    if window <= 1 or n == 0:
-        return list(values)
-    half = window // 2
-    out = []
-    for i in range(n):
-        lo, hi = max(0, i - half), min(n, i + half + 1)
-        out.append(sum(values[lo:hi]) / (hi - lo))
-    return out
-
-
 def pick_run(candidates: Sequence[Run], notes: list[str], cell: str) -> Run | None:
     """One run per cell: the one with the most metrics rows (then evals); others noted."""
     if not candidates:

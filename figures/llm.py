@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from evidence.runs_vs_theory import moving_average
 from figures import paper_reference as paper
 from figures.common import (
     FigureData,
@@ -28,7 +29,6 @@ from figures.common import (
     Series,
     eval_curve,
     metric_curve,
-    moving_average,
     pick_run,
     pick_seed_runs,
     seed_mean_series,

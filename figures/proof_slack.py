@@ -1,6 +1,6 @@
 """Where the proof loses: the decades lost at each step of the §4.2 chain, per tracked run.
 
-`plot_proof_slack(slacks, ax=None)` draws what `theory.slack.chain_slack` computes (one entry per
+`plot_proof_slack(slacks, ax=None)` draws what `evidence.slack.chain_slack` computes (one entry per
 tracked GMC or TIC run), in two panels:
 
 - left: per step of the chain (Proposition 1's bias half, the removed-mass step, the KL drift
@@ -22,7 +22,7 @@ from typing import Any
 from figures.common import panel_axes
 from figures.style import method_color, method_label
 
-# step keys and short labels, in the chain's order (theory.slack.STEPS and its SECOND_MOMENT)
+# step keys and short labels, in the chain's order (evidence.slack.STEPS and its SECOND_MOMENT)
 STEPS = (
     ("bias", "1. bias\n||b|| <= K_b E[m]"),
     ("removed_mass", "2. removed mass\nE[m] <= KL/den"),
@@ -88,6 +88,6 @@ def plot_proof_slack(slacks: Sequence[dict[str, Any]], ax: Any = None) -> Any:
     right.set_title("per run: where the delay term's decades come from", fontsize=8)
     right.legend(handles=handles, fontsize=6, loc="upper right", framealpha=0.9)
     right.grid(alpha=0.3, axis="x")
-    fig.suptitle("Where the proof loses (theory.slack)", fontsize=10)
+    fig.suptitle("Where the proof loses (evidence.slack)", fontsize=10)
     fig.tight_layout()
     return fig

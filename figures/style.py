@@ -47,13 +47,6 @@ def method_label(method: str) -> str:
     return method if spec is None else spec.label
 
 
-def removed_mass_kind(method: str | None) -> str | None:
-    """Which removed-mass bound of §4.2 (step 2) `method`'s spec claims: "tic" (`KL / c_eps`),
-    "gmc" (`KL / log(1+2 eps)`), or None (no bound, or not registered)."""
-    spec = method_spec(method)
-    return None if spec is None else spec.removed_mass_bound
-
-
 def method_order() -> tuple[str, ...]:
     """Every registered method in the order the figures draw them (the registry's order)."""
     return method_names()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evidence.runs_vs_theory import removed_mass_kind
 from figures.common import single_axes
 from figures.discover import Run
 from figures.style import (
@@ -33,7 +34,6 @@ from figures.style import (
     method_order,
     method_rank,
     method_spec,
-    removed_mass_kind,
 )
 from gmc_grpo.defaults import PAPER_EPS
 

@@ -116,7 +116,7 @@ METRIC_NAMES: dict[str, str] = {
     "estimator/mc_noise": "toy sweeps: Monte Carlo noise tr(Cov)/M removed from the squared bias",
     "policy/coverage_C": "toy: Assumption 2's C, 1 / the smallest token probability",
     # toy learners with `bound_every > 0` (`toy_mdps.train.bound_measurement`; compared with the
-    # bounds by `theory.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi`
+    # bounds by `evidence.measured`); the estimator statistics come with `<name>_lo` / `<name>_hi`
     # (95%). The two LLM descriptions below still say `llm_runs.bounds` (now
     # `llm_runs.bound_tracking`): the LLM trainer writes these texts into `config.json`.
     "bounds/log_coverage": "toy: log C_n = -min_{s,a} log pi_theta_n(a|s) over every state",

@@ -2,7 +2,7 @@
 
 The theory stage (first) evaluates every row that needs no run and says which rows need runs;
 this stage, after the toy stages, evaluates those rows on the records the earlier stages wrote
-(`theory.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
+(`evidence.run_evidence.collect_evidence` over the sibling stage folders: the bias sweep, the toy
 training runs, the bounds stage's `drift_quick`, `bounds_quick`, `bounds_bite` and `bounds_optimal`
 (Theorems 1-2 at the bound-minimising step, rows 13-14), the workers
 stage's `regularity_quick`), the same as `gmc-grpo theory --runs results/` would. Writes
@@ -23,7 +23,7 @@ from gmc_grpo.json_files import atomic_write_json, atomic_write_text
 @dataclass(frozen=True)
 class ClaimsResults:
     """The claims table evaluated with the runs: its rows (`theory.claims.evaluate_claims`),
-    their counts by section, the evidence read (`theory.run_evidence.collect_evidence`'s) and
+    their counts by section, the evidence read (`evidence.run_evidence.collect_evidence`'s) and
     the rows still without runs."""
 
     rows: list[dict[str, Any]]
@@ -35,18 +35,19 @@ class ClaimsResults:
 def claims_results(out_dir: Path) -> ClaimsResults:
     """Evaluate the claims table with the earlier stages' runs (module docstring); writes
     `claims.json` and `claims.md`."""
+    from evidence.registry import run_findings
+    from evidence.run_evidence import collect_evidence
     from theory.claims import (
         claims_markdown,
         evaluate_claims,
         needs_runs,
         summary_by_section,
     )
-    from theory.run_evidence import collect_evidence
 
     out_dir = Path(out_dir)
     roots = sorted(p for p in out_dir.parent.iterdir() if p.is_dir() and p != out_dir)
     evidence = collect_evidence(roots)
-    rows = evaluate_claims(evidence)
+    rows = evaluate_claims(run_findings(evidence))
     by_section = summary_by_section(rows)
     atomic_write_json(out_dir / "claims.json", rows)
     atomic_write_text(out_dir / "claims.md", claims_markdown(rows))

@@ -4,7 +4,8 @@ Each track owns its own parser in `<track>/cli.py` exposing `main(argv: list[str
 module only routes to it, and imports the track lazily so that `gmc-grpo theory` never imports
 torch or transformers. `gmc-grpo toy` goes through `pipeline.toy`, which adds the figure step
 (the toy track itself imports no `figures`); `gmc-grpo llm` through `pipeline.llm`, which hands
-the track its reports' renderers (the track formats no report).
+the track its reports' renderers (the track formats no report); `gmc-grpo theory` goes through
+`evidence.theory_runs`, which hands `theory.cli` the reader of `--runs` (`theory` reads no run).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from gmc_grpo.errors import EXIT_INTERRUPTED
 # subcommand -> (module with `main(argv)`, one-line description for `gmc-grpo --help`)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "theory": (
-        "theory.cli",
+        "evidence.theory_runs",
         "derive and check the paper's constants and rates; print the claims table (no torch)",
     ),
     "toy": (

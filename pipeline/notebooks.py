@@ -36,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
-PACKAGES = ("gmc_grpo", "theory", "toy_mdps", "llm_runs", "figures", "pipeline")
+PACKAGES = ("gmc_grpo", "theory", "toy_mdps", "llm_runs", "evidence", "figures", "pipeline")
 DATA_SUFFIXES = (".json", ".toml", ".csv", ".jsonl", ".yaml", ".html")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 METADATA_KEY = "gmc_grpo"

@@ -37,10 +37,10 @@ def _draw_figures(kind: str, run_dir: Path) -> list[Path]:
 
         paths = write_sweep_figures(load_sweep(run_dir), run_dir / "figures")
     elif kind == "experiment":
+        from evidence.measured import all_run_bounds
         from figures.toy_training import load_experiment
         from figures.writers import write_experiment_figures
         from pipeline.bounds_stage import draw_bound_figures
-        from theory.measured import all_run_bounds
 
         paths = write_experiment_figures(load_experiment(run_dir))
         tracked, _ = all_run_bounds([run_dir])  # runs with bound_every > 0: bound tracking

@@ -1,15 +1,18 @@
 """The layering of `docs/DESIGN.md`, enforced: imports only point down, and nothing is circular.
 
 Layers, top to bottom: `pipeline` (the `gmc-grpo` router, the toy figure step, reproduce) >
-`figures` > the tracks (`theory`, `toy_mdps`, `llm_runs`) > the core (`gmc_grpo`). Every module's
+`figures` > `evidence` (the theory beside the runs) > the tracks (`theory`, `toy_mdps`,
+`llm_runs`) > the core (`gmc_grpo`). Every module's
 imports are read with `ast`, including the ones inside functions and `TYPE_CHECKING` blocks, and
 dotted module names held in strings (the lazy routers' `"llm_runs.cli"`, `"pkg.mod:function"`).
 Back edges:
 
-- core -> any track, `figures` or `pipeline`;
-- a track -> `figures` or `pipeline`;
-- `figures` -> a track's internals (`toy_mdps`, `llm_runs`; `theory` and the core are allowed:
-  figures read record files and call the theory).
+- core -> any track, `evidence`, `figures` or `pipeline`;
+- a track -> `evidence`, `figures` or `pipeline` (in particular `theory` never imports the
+  evidence layer: a check there takes the runs' findings as an argument);
+- `evidence` -> `figures` or `pipeline` (it may import the tracks and the core);
+- `figures` -> a track's internals (`toy_mdps`, `llm_runs`; `evidence`, `theory` and the core are
+  allowed: figures read record files, draw the evidence layer's verdicts and call the theory).
 
 and any cycle between packages or between the modules of one package. The last tests plant each
 kind of back edge in a synthetic tree and check that the checker reports it.
@@ -28,7 +31,8 @@ from pipeline.notebooks import imported_names
 ROOT = Path(__file__).resolve().parents[1]
 CORE = "gmc_grpo"
 TRACKS = ("theory", "toy_mdps", "llm_runs")
-PACKAGES = (CORE, *TRACKS, "figures", "pipeline")
+EVIDENCE = "evidence"
+PACKAGES = (CORE, *TRACKS, EVIDENCE, "figures", "pipeline")
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -82,8 +86,10 @@ def back_edges(graph: dict[str, set[str]]) -> list[str]:
                 continue
             if top == CORE:
                 bad.append(f"core -> {other}: {src} imports {dst}")
-            elif top in TRACKS and other in ("figures", "pipeline"):
+            elif top in TRACKS and other in (EVIDENCE, "figures", "pipeline"):
                 bad.append(f"track -> {other}: {src} imports {dst}")
+            elif top == EVIDENCE and other in ("figures", "pipeline"):
+                bad.append(f"evidence -> {other}: {src} imports {dst}")
             elif top == "figures" and other in ("toy_mdps", "llm_runs", "pipeline"):
                 bad.append(f"figures -> {other}: {src} imports {dst}")
     return bad
@@ -160,10 +166,16 @@ def test_the_checker_sees_the_whole_tree(graph):
     for package in PACKAGES:
         assert package in graph, f"{package} not found under {ROOT}"
     # function-local imports are edges: the router imports every track lazily
-    assert {"theory.cli", "pipeline.llm", "figures.cli", "pipeline.toy"} <= graph["pipeline.cli"]
+    assert {"evidence.theory_runs", "pipeline.llm", "figures.cli", "pipeline.toy"} <= graph[
+        "pipeline.cli"
+    ]
     assert "llm_runs.cli" in graph["pipeline.llm"]
     assert "gmc_grpo.hooks" in graph["gmc_grpo.methods"]  # inside the hook functions
     assert "figures.toy_bias" in graph["pipeline.toy"]
+    # `gmc-grpo theory --runs` reaches the runs from above: the router names the evidence layer
+    assert "evidence.theory_runs" in graph["pipeline.cli"]
+    assert "theory.cli" in graph["evidence.theory_runs"]
+    assert not any(t.startswith("evidence") for t in graph["theory.cli"])
 
 
 def test_no_back_edges(graph):
@@ -193,9 +205,11 @@ CLEAN = {
     "toy_mdps/__init__.py": "",
     "toy_mdps/learner.py": "from gmc_grpo.core import math\n",
     "figures/__init__.py": "",
-    "figures/plot.py": "from gmc_grpo import core\nimport theory.bounds\n",
+    "figures/plot.py": "from gmc_grpo import core\nimport theory.bounds\nimport evidence.verdicts\n",
     "theory/__init__.py": "",
     "theory/bounds.py": "",
+    "evidence/__init__.py": "",
+    "evidence/verdicts.py": "import theory.bounds\nimport toy_mdps.learner\nfrom gmc_grpo import core\n",
     "pipeline/__init__.py": "",
     "pipeline/cli.py": "def main():\n    import toy_mdps.learner\n    import figures.plot\n",
     "llm_runs/__init__.py": "",
@@ -222,6 +236,15 @@ def test_a_clean_tree_passes(tmp_path):
         ),
         # figures importing a track's internals
         ({"figures/plot.py": "from toy_mdps.learner import x\n"}, "figures -> toy_mdps"),
+        # the theory reading runs through the evidence layer (even lazily)
+        ({"theory/bounds.py": "def f():\n    import evidence.verdicts\n"}, "track -> evidence"),
+        # a track naming the evidence layer in a string (a lazy router's target)
+        ({"toy_mdps/learner.py": "M = 'evidence.verdicts:check'\n"}, "track -> evidence"),
+        # the core reaching the evidence layer
+        ({"gmc_grpo/core.py": "import evidence\n"}, "core -> evidence"),
+        # the evidence layer drawing figures
+        ({"evidence/verdicts.py": "import figures.plot\n"}, "evidence -> figures"),
+        ({"evidence/verdicts.py": "from pipeline import cli\n"}, "evidence -> pipeline"),
         # a relative import is resolved
         ({"gmc_grpo/core.py": "from ..pipeline import cli\n"}, "core -> pipeline"),
     ],

@@ -2,7 +2,9 @@
 
 Imports no torch (numpy, scipy, sympy, mpmath, matplotlib only). The appendix with the paper's
 proofs is not in our copy, so each constant is derived here from §3-§4 and checked; constants the
-paper does not print are marked "ours".
+paper does not print are marked "ours". Reads no run record: the bounds beside runs and the
+claims table's run rows are computed by the evidence layer (`evidence/`), which hands the checks
+what the runs showed (`theory.run_rows.RunFinding`).
 
 Modules:
 
@@ -23,9 +25,12 @@ Modules:
 * `theory.symbolic`, `theory.rates`: sympy derivations (`Derivation` objects with an `ok` flag).
 * `theory.numerics`: numeric minimisation of the bounds, log-log slope fits, interval arithmetic.
 * `theory.checks`: one check per claim, with the claimed value as a parameter.
-* `theory.claims`: `evaluate_claims()` -> rows (paper's claims and ours), `claims_markdown(rows)`.
+* `theory.claims`: `evaluate_claims(runs=None)` -> rows (paper's claims and ours),
+  `claims_markdown(rows)`; `theory.run_rows`: the rows whose evidence is runs (`RunFinding`,
+  `needs runs` without them); `theory.run_terms`: Theorems 1-2 at a run's recorded constants.
 * `theory.curves` (arrays) and `theory.plots` (figures; `write_plots(out_dir)`).
-* `theory.cli`: `gmc-grpo theory [--json] [--out DIR]`.
+* `theory.cli`: `gmc-grpo theory [--json] [--out DIR]` (`--runs DIR` is read by
+  `evidence.theory_runs`, through which the router runs it).
 * `theory.explorer` (numbers), `theory.explorer_plots`, `theory.explorer_widgets` (ipywidgets),
   `theory.explorer_page` (the static HTML page): the bounds explorer (`docs/explorer.md`).
 """

@@ -7,12 +7,15 @@ default, so a test can inject a perturbed value (`c_eps x 1.1`, an exponent off 
 `(1+eps)^4`) and see the verdict turn. The verdict kinds are defined in `theory.verdicts`.
 
 The checks live by section: `theory.checks_estimators` (§3), `theory.checks_chain` (§4.2,
-Theorems 1-2), `theory.checks_rates` (§4.1, §4.3, the corollaries), `theory.checks_runs` (rows
-whose evidence is a measurement on toy runs) and `theory.checks_ours` (our readings and
-extensions).
+Theorems 1-2), `theory.checks_rates` (§4.1, §4.3, the corollaries), `theory.run_rows` (rows
+whose evidence is a measurement on toy runs: `needs runs` without it; the measurement itself is
+the evidence layer's, `evidence.registry`, handed in as `runs`) and `theory.checks_ours` (our
+readings and extensions).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from theory.checks_chain import (
     check_c_through_log,
@@ -58,13 +61,13 @@ from theory.checks_rates import (
     check_tuned_rate,
     group_bias_table,
 )
-from theory.checks_runs import (
+from theory.run_rows import (
     SWEEP_RUNS,
+    RunFinding,
     check_delay_regularity,
     check_drift,
     check_uniform_second_moment,
 )
-from theory.run_evidence import RunEvidence
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -103,7 +106,7 @@ __all__ = [
 
 
 def check_uniform_second_moment_merged(
-    evidence: RunEvidence | None = None, constant: float = 8.0
+    runs: Sequence[RunFinding] = (), constant: float = 8.0
 ) -> Check:
     """Row 27 ("the second moment is controlled uniformly, independently of the delay"), merged
     into Proposition 1's row (issue 31): it is the same statement, since Proposition 1's bound
@@ -113,9 +116,9 @@ def check_uniform_second_moment_merged(
     consistency check that cannot bind (the bound lies decades above them). Not counted again
     (`theory.evidence_kinds`: kind `merged`)."""
     base = check_prop1_second_moment(constant)
-    runs = check_uniform_second_moment(evidence, constant)
-    has_runs = runs.verdict != NEEDS_RUNS
-    verdict = REFUTED if runs.verdict == REFUTED else base.verdict
+    measured = check_uniform_second_moment(runs)
+    has_runs = measured.verdict != NEEDS_RUNS
+    verdict = REFUTED if measured.verdict == REFUTED else base.verdict
     fraction = float(base.evidence["fraction_of_paper"])  # type: ignore[arg-type]
     text = (
         "Merged into Proposition 1's row: the same statement (its bound holds for every behavior "
@@ -124,7 +127,7 @@ def check_uniform_second_moment_merged(
         f"whole class, which reach {fraction:.3g} of the bound with constant "
         f"{constant:g}; not counted again. "
         + (
-            "Runs (a consistency check that cannot bind): " + runs.result
+            "Runs (a consistency check that cannot bind): " + measured.result
             if has_runs
             else f"Bias-sweep runs ({SWEEP_RUNS}) would add a consistency check that cannot bind."
         )
@@ -136,7 +139,7 @@ def check_uniform_second_moment_merged(
         {
             "merged_into": "prop1_second_moment",
             "fraction_of_paper": fraction,
-            "runs": runs.evidence if has_runs else None,
+            "runs": measured.evidence if has_runs else None,
         },
         reason="the same statement as Proposition 1's row, graded by its searches (which could "
         "have exceeded the bound); measured runs could refute it but not bind",
@@ -158,8 +161,8 @@ PAPER_CHECKS = {
     "tic_removed_mass": check_tic_removed_mass,
     "kl_drift": check_kl_drift,
     "drift": check_drift,
-    "theorem1": lambda evidence=None, **kw: check_theorem("gmc", evidence, **kw),
-    "theorem2": lambda evidence=None, **kw: check_theorem("tic", evidence, **kw),
+    "theorem1": lambda runs=(), **kw: check_theorem("gmc", runs, **kw),
+    "theorem2": lambda runs=(), **kw: check_theorem("tic", runs, **kw),
     "c_through_log": check_c_through_log,
     "c_eps_below": check_c_eps_below,
     "denominator_orders": check_denominator_orders,
@@ -174,8 +177,9 @@ PAPER_CHECKS = {
     "delay_regularity": check_delay_regularity,
     "uniform_second_moment": check_uniform_second_moment_merged,
 }
-# the rows whose checks take the runs' evidence (`theory.run_evidence.RunEvidence`): "required"
-# ones say `needs runs` without it, "optional" ones add what the runs show to a run-free check
+# the rows whose checks take the runs' findings (`runs`, `theory.run_rows.RunFinding`, computed by
+# the evidence layer): "required" ones say `needs runs` without them, "optional" ones add what the
+# runs show to a run-free check
 RUN_ROWS = {
     "lemma1": "optional",
     "drift": "required",

@@ -8,6 +8,7 @@ Each `check_*` takes the claimed constant or exponent as a parameter and returns
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -18,7 +19,6 @@ from theory import adversarial, chain, numerics, symbolic
 from theory.bounds import (
     theorem_terms,
 )
-from theory.checks_runs import theorem_part
 from theory.constants import c_eps, gmc_denominator, tight_gmc_denominator
 from theory.divergences import (
     gmc_removed_mass,
@@ -26,7 +26,7 @@ from theory.divergences import (
     near_extremal_distribution,
     tic_removed_mass,
 )
-from theory.run_evidence import RunEvidence
+from theory.run_rows import RunFinding, joined
 from theory.trees import (
     tabular_tree,
     trajectory_kl,
@@ -212,10 +212,10 @@ def evaluator_twin_error() -> float:
     return worst
 
 
-def check_theorem(
-    method: str = "gmc", evidence: RunEvidence | None = None, **claimed: float
-) -> Check:
-    """Theorem 1 (`gmc`) / 2 (`tic`): each term's exponents, reconstructed from the §4.2 chain.
+def check_theorem(method: str = "gmc", runs: Sequence[RunFinding] = (), **claimed: float) -> Check:
+    """Theorem 1 (`gmc`) / 2 (`tic`): each term's exponents, reconstructed from the §4.2 chain;
+    with `runs` (the findings the evidence layer hands this row, `evidence.checks_runs.
+    theorem_part`) the explicit bounds beside the measurements.
 
     `claimed` overrides entries of `PRINTED_THEOREM_EXPONENTS` by name `term_symbol`, e.g.
     `delay_onep=4` for `(1+eps)^4`; keys: `optimisation_eta`, `optimisation_N`, `variance_onep`,
@@ -257,8 +257,8 @@ def check_theorem(
         match = match and bool(same and ratio)
         text += " Theorems 1 and 2 differ only in the delay term, by (log(1+2ε)/c_ε)²."
     ok = match and twin < 1e-9
-    runs_text, contradicted, runs = theorem_part(evidence, method)
-    measured = ok and not contradicted and runs.get("bite_holds", 0) > 0
+    runs_text, contradicted, found = joined(runs)
+    measured = ok and not contradicted and found.get("bite_holds", 0) > 0
     verdict = (
         REFUTED
         if contradicted
@@ -270,7 +270,7 @@ def check_theorem(
     )
     reason = (
         "measured below its explicit bound (our constants, our reconstruction of the §4.2 chain) "
-        f"in {runs.get('bite_holds')} of {runs.get('bite_checks')} toy runs at the "
+        f"in {found.get('bite_holds')} of {found.get('bite_checks')} toy runs at the "
         "bound-minimising step whose bound lies below the ceiling, where a measurement above it "
         "would have refuted it"
         if measured
@@ -281,7 +281,7 @@ def check_theorem(
         verdict,
         text + runs_text,
         terms.total,
-        {f"{t}_{names[sym]}": float(v) for (t, sym), v in derived.items()} | runs,
+        {f"{t}_{names[sym]}": float(v) for (t, sym), v in derived.items()} | found,
         reason=reason,
     )
 

@@ -9,6 +9,7 @@ default) and returns a `theory.verdicts.Check`; the verdict kinds are those of `
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -21,14 +22,13 @@ from theory.bounds import (
     bias_per_removed_mass,
     second_moment_bound,
 )
-from theory.checks_runs import lemma1_part
 from theory.exact import (
     class_coefficients,
     group_moments,
     group_updates,
     problem_from_tree,
 )
-from theory.run_evidence import RunEvidence
+from theory.run_rows import RunFinding, joined
 from theory.trees import (
     min_token_prob,
     objective,
@@ -89,7 +89,7 @@ def one_step_descent_cases() -> tuple[int, float]:
 
 
 def check_lemma1(
-    evidence: RunEvidence | None = None,
+    runs: Sequence[RunFinding] = (),
     opt_coef: float = 2.0,
     var_coef: float = 1.0,
     bias_coef: float = 1.0,
@@ -97,7 +97,8 @@ def check_lemma1(
 ) -> Check:
     """Lemma 1: coefficients `opt_coef T/(eta N)`, `var_coef T^2 eta R L (2 log|A|+1)`,
     `bias_coef T^2`; `smoothness` scales the implied `L_J = T R L (2 log|A| + 1)`. With runs,
-    also Lemma 1 with each run's measured moments (`theory.checks_runs.lemma1_part`)."""
+    also Lemma 1 with each run's measured moments (`runs`: the findings the evidence layer
+    hands this row, `evidence.checks_runs.lemma1_part`)."""
     lem = chain.derive_lemma1()
     derived = (
         sp.simplify(lem.opt / (chain.T / (chain.ETA * chain.N))),
@@ -113,7 +114,7 @@ def check_lemma1(
         float(c) >= float(d) * (1 - REL_TOL)
         for c, d in zip((opt_coef, var_coef, bias_coef), derived, strict=True)
     )
-    runs_text, contradicted, runs = lemma1_part(evidence)
+    runs_text, contradicted, found = joined(runs)
     refuted = refuted or contradicted
     verdict = REFUTED if refuted else VERIFIED if covered and smoothness >= 1 else NOT_REPRODUCED
     return Check(
@@ -133,7 +134,7 @@ def check_lemma1(
             "one_step_cases": cases,
             "one_step_min_slack": slack,
         }
-        | runs,
+        | found,
         reason="the exact one-step inequality on random trees and the smoothness search could "
         "have failed (the printed coefficients themselves are our reconstruction of the descent "
         "argument)",

@@ -25,13 +25,13 @@ any Markdown renderer with a math extension); `gmc-grpo theory` prints the plain
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from theory import chain, checks
 from theory.evidence_kinds import evidence_kind, kind_counts, kinds_text
-from theory.run_evidence import RunEvidence
+from theory.run_rows import Findings, RunFinding, apply_findings
 from theory.verdicts import (
     CONDITIONAL,
     DOES_NOT_HOLD,
@@ -217,7 +217,7 @@ SPECS: tuple[ClaimSpec, ...] = (
         r"\mathbb{E}\Vert\theta_n-\theta_{n-\tau}\Vert^2=O(\eta^2\tau^2)",
         "toy learner runs (drift_quick: plain SGD over a grid of η, fixed delays and rollout "
         "workers) record E‖θₙ − θₙ₋ₜ‖² for every lag t; exponents in η and t fitted per seed, "
-        "t-intervals over seeds (theory.drift_fit); the bound η²t²M beside",
+        "t-intervals over seeds (evidence.drift_fit); the bound η²t²M beside",
         checks.check_drift,
     ),
     ClaimSpec(
@@ -532,18 +532,23 @@ def _jsonable(value: object) -> object:
         return str(value)
 
 
-def evaluate_claim(
-    key: str, evidence: RunEvidence | None = None, **claimed: object
-) -> dict[str, object]:
+def evaluate_claim(key: str, runs: Findings | None = None, **claimed: object) -> dict[str, object]:
     """One row, with claimed values overridden (e.g. `evaluate_claim("tic_removed_mass",
-    multiplier=1.1)`); the keyword names are the check's parameters (`theory.checks`). `evidence`:
-    the runs a run row reads (`theory.run_evidence.collect_evidence`)."""
+    multiplier=1.1)`); the keyword names are the check's parameters (`theory.checks`). `runs`:
+    what the evidence layer's run checks found, per row (`evidence.registry.run_findings`)."""
     if key not in _BY_KEY:
         raise KeyError(f"unknown claim {key!r}; known: {', '.join(_BY_KEY)}")
-    spec = _BY_KEY[key]
-    if key in checks.RUN_ROWS:
-        claimed = {"evidence": evidence, **claimed}
-    return _row(spec, spec.check(**claimed))
+    return _row(_BY_KEY[key], _checked(_BY_KEY[key], (runs or {}).get(key, ()), claimed))
+
+
+def _checked(
+    spec: ClaimSpec, found: Sequence[RunFinding], claimed: dict[str, object]
+) -> checks.Check:
+    """A row's check with its runs' findings: a run row's check takes them (`runs`); any other
+    row gets them added by one rule (`theory.run_rows.apply_findings`)."""
+    if spec.key in checks.RUN_ROWS:
+        return spec.check(runs=tuple(found), **claimed)
+    return apply_findings(spec.check(**claimed), tuple(found))
 
 
 @lru_cache(maxsize=1)
@@ -551,18 +556,22 @@ def _evaluate_all() -> tuple[dict[str, object], ...]:
     return tuple(_row(spec, spec.check()) for spec in SPECS)
 
 
-def evaluate_claims(evidence: RunEvidence | None = None) -> list[dict[str, object]]:
+def evaluate_claims(runs: Findings | None = None) -> list[dict[str, object]]:
     """Every row, the paper's first (a few seconds; the run-free rows cached per process).
 
-    Without `evidence` the rows that need runs say so (`needs runs`); with it
-    (`theory.run_evidence.collect_evidence(paths)`) they are evaluated on those runs, and rows 1
-    and 13-14 add what the runs show (Lemma 1 with measured moments, the explicit bounds' vacuity).
+    `runs`: what the evidence layer's run checks found on run records, per row
+    (`evidence.registry.run_findings(collect_evidence(paths))`; `theory` reads no run). Without it
+    the rows that need runs say so (`needs runs`); with it the run rows are evaluated on those
+    findings, and rows 1 and 13-14 add what the runs show (Lemma 1 with measured moments, the
+    explicit bounds' vacuity); a finding for any other row is added to it (`apply_findings`).
     """
     rows = [dict(r) for r in _evaluate_all()]
-    if evidence is None:
+    if runs is None:
         return rows
     return [
-        _row(spec, spec.check(evidence=evidence)) if spec.key in checks.RUN_ROWS else row
+        _row(spec, _checked(spec, runs.get(spec.key, ()), {}))
+        if spec.key in checks.RUN_ROWS or spec.key in runs
+        else row
         for spec, row in zip(SPECS, rows, strict=True)
     ]
 

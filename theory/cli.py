@@ -1,4 +1,10 @@
-"""`gmc-grpo theory`: the claims table of the paper's constants and rates (never imports torch)."""
+"""`gmc-grpo theory`: the claims table of the paper's constants and rates (never imports torch).
+
+`--runs` reads run records, which `theory` never does: the router (`pipeline.cli`) runs this
+command through `evidence.theory_runs.main`, which hands `main` a reader of the runs
+(`read_runs`: folders -> `RunsRead`, the run checks' findings per claims row and the tracked
+runs' bounds, rendered).
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,40 @@ import argparse
 import json
 import sys
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gmc_grpo.defaults import PAPER_EPS
+from theory.run_rows import Findings
 
 # the largest `--eps` of the constants table: the tight GMC constant's series overflows float64
 # near eps = 1e307 (a NaN in the table); every column is finite up to 1e300 (checked)
 MAX_EPS = 1e300
+
+
+@dataclass(frozen=True)
+class RunsRead:
+    """What `--runs` adds, read from the records above `theory` (`evidence.theory_runs`)."""
+
+    findings: Findings
+    """the registered run checks' findings, per claims row (`evidence.registry.run_findings`)"""
+    counts: dict[str, int]
+    """how much evidence was read (the JSON's `evidence`)"""
+    bounds: list[dict[str, Any]]
+    """every tracked run's bounds beside its measurements (`bounds.json`)"""
+    bounds_markdown: str
+    """the same as Markdown (`bounds.md`)"""
+    bounds_text: str
+    """the same as plain text (printed below the table)"""
+    problems: list[str]
+    """one line per run that could not be read (printed as warnings)"""
+
+
+RunsReader = Callable[[list[Path]], RunsRead]
+"""folders -> what `--runs` adds (`evidence.theory_runs.read_runs`)"""
+
 
 EPILOG = """examples:
   gmc-grpo theory                      # claims table and the constants at a few eps
@@ -40,13 +73,13 @@ text and as LaTeX (claim_latex, derived_latex), and the verdict's reason and con
 
 Without --runs the rows whose evidence is a measurement on toy runs say "needs runs" and name the
 experiment. --runs reads the records under DIR (JSON and CSV only: config.json, metrics.jsonl,
-summary.json, results.csv; no torch, no toy track): toy training runs that tracked their bound
+summary.json, results.csv; no torch; through the evidence layer): toy training runs that tracked their bound
 quantities (`--bound-every K`, the shipped bounds_quick, bounds_bite and drift_quick
 experiments), delay-regularity experiments (regularity_quick) and bias sweeps; it evaluates the
 run rows (drift, delay regularity, the delay-uniform second moment, Lemma 1 with measured
 moments, the explicit theorems' vacuity) and prints, per tracked run, the measured
 (1/N) sum ||grad J||^2 beside Theorem 1/2's right-hand side with explicit constants, each term
-beside its measured counterpart, the per-step checks and every refutation (theory.measured).
+beside its measured counterpart, the per-step checks and every refutation (evidence.measured).
 """
 
 
@@ -192,7 +225,9 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: list) -> None:
+def _write_outputs(
+    out: Path, payload: dict[str, object], rows: list, runs: RunsRead | None
+) -> None:
     """The plots, `claims.json`, `claims.md` (and `bounds.*` with `--runs`) into `out`; their
     paths go into `payload["files"]`."""
     from theory.claims import claims_markdown
@@ -204,25 +239,24 @@ def _write_outputs(out: Path, payload: dict[str, object], rows: list, measured: 
     _write(claims_path, json.dumps(payload, indent=2) + "\n")
     _write(md_path, claims_markdown(rows))
     payload["files"] = [str(p) for p in [*written, claims_path, md_path]]
-    if measured:
-        from theory.measured_report import bounds_markdown
-
+    if runs is not None and runs.bounds:
         bounds_json, bounds_md = out / "bounds.json", out / "bounds.md"
-        _write(bounds_json, json.dumps([r.as_dict() for r in measured], indent=1) + "\n")
-        _write(bounds_md, bounds_markdown(measured))
+        _write(bounds_json, json.dumps(runs.bounds, indent=1) + "\n")
+        _write(bounds_md, runs.bounds_markdown)
         payload["files"] += [str(bounds_json), str(bounds_md)]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point routed from `gmc-grpo theory`: bad input exits with status 2 and one line, a
-    refused write with status 1 and one line (`gmc_grpo.errors`)."""
+def main(argv: list[str] | None = None, read_runs: RunsReader | None = None) -> int:
+    """Entry point of `gmc-grpo theory` (routed through `evidence.theory_runs.main`, which passes
+    `read_runs`): bad input exits with status 2 and one line, a refused write with status 1 and
+    one line (`gmc_grpo.errors`). Without `read_runs`, `--runs` is refused."""
     from gmc_grpo.errors import run_reported
 
     args = build_parser().parse_args(argv)
-    return run_reported("gmc-grpo theory", lambda: _checked_run(args))
+    return run_reported("gmc-grpo theory", lambda: _checked_run(args, read_runs))
 
 
-def _checked_run(args: argparse.Namespace) -> int:
+def _checked_run(args: argparse.Namespace, read_runs: RunsReader | None = None) -> int:
     """Check the flags, then run (inside `--out`'s lock when there is one)."""
     from gmc_grpo.fieldchecks import check_positive_numbers
 
@@ -234,38 +268,38 @@ def _checked_run(args: argparse.Namespace) -> int:
         return 0
     check_positive_numbers(args.eps, "--eps", at_most=MAX_EPS)
     if args.out is None:
-        return _run(args)
+        return _run(args, read_runs)
     from gmc_grpo.runlock import run_lock
 
     # one writer per folder; a file, or a folder that cannot be written, is refused here, before
     # anything is computed or written (`gmc_grpo.runlock`)
     with run_lock(args.out):
-        return _run(args)
+        return _run(args, read_runs)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _read(paths: list[Path], read_runs: RunsReader | None) -> RunsRead:
+    """`--runs`' folders read above `theory` (`read_runs`), after checking that they exist."""
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise FileNotFoundError(f"--runs: no such folder {', '.join(missing)}")
+    if read_runs is None:
+        raise ValueError(
+            "--runs reads run records through the evidence layer: run `gmc-grpo theory --runs "
+            "DIR` (or `evidence.theory_runs.main`)"
+        )
+    runs = read_runs(paths)
+    for problem in runs.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    return runs
+
+
+def _run(args: argparse.Namespace, read_runs: RunsReader | None = None) -> int:
     """Compute the claims table (and `--runs`' bounds), print it, write `--out`'s files."""
     from theory.claims import evaluate_claims, needs_runs, summary_by_section
     from theory.evidence_kinds import KIND_MEANINGS, kind_counts
 
-    evidence = None
-    if args.runs is not None:
-        from theory.run_evidence import collect_evidence
-
-        missing = [str(p) for p in args.runs if not p.exists()]
-        if missing:
-            raise FileNotFoundError(f"--runs: no such folder {', '.join(missing)}")
-        evidence = collect_evidence(args.runs)
-        if evidence.empty:
-            raise ValueError(
-                f"--runs: no toy run the claims table can read under "
-                f"{', '.join(map(str, args.runs))}: no run with bound tracking (train with "
-                "--bound-every K, e.g. `gmc-grpo toy train --experiment bounds_quick`), no "
-                "delay-regularity experiment, no bias sweep"
-            )
-        for problem in evidence.problems:
-            print(f"warning: {problem}", file=sys.stderr)
-    rows = evaluate_claims(evidence)
+    runs = None if args.runs is None else _read(args.runs, read_runs)
+    rows = evaluate_claims(None if runs is None else runs.findings)
     consts = constants_table(args.eps)
     counts = summary_by_section(rows)
     kinds = kind_counts(rows)
@@ -279,19 +313,11 @@ def _run(args: argparse.Namespace) -> int:
         "kind_meanings": KIND_MEANINGS,
         "needs_runs": needs_runs(rows),
     }
-    measured = [] if evidence is None else evidence.tracked
-    if evidence is not None:
-        payload["evidence"] = {
-            "tracked_runs": len(evidence.tracked),
-            "drift_runs": len(evidence.drift),
-            "regularity_runs": len(evidence.regularity),
-            "sweep_rows": len(evidence.sweep_rows),
-        }
-        payload["bounds"] = [
-            {k: v for k, v in r.as_dict().items() if k != "series"} for r in measured
-        ]
+    if runs is not None:
+        payload["evidence"] = runs.counts
+        payload["bounds"] = [{k: v for k, v in r.items() if k != "series"} for r in runs.bounds]
     if args.out is not None:
-        _write_outputs(args.out, payload, rows, measured)
+        _write_outputs(args.out, payload, rows, runs)
     if args.json:
         print(json.dumps(payload, indent=2, ensure_ascii=False))
     else:
@@ -301,11 +327,9 @@ def _run(args: argparse.Namespace) -> int:
                 "\nrows that need runs (add --runs DIR; each row says which experiment): "
                 + ", ".join(payload["needs_runs"])  # type: ignore[arg-type]
             )
-        if measured:
-            from theory.measured_report import bounds_text
-
+        if runs is not None and runs.bounds:
             print()
-            print(bounds_text(measured))
+            print(runs.bounds_text)
         if args.out is not None:
             print(f"\nwrote {len(payload['files'])} files to {args.out}")  # type: ignore[arg-type]
     return 0

@@ -23,7 +23,7 @@ it, so every count can name its kinds:
 `theory.claims.evaluate_claims`; `kind_counts(rows)` counts each kind per section (tautologies
 and merged rows apart, as `not_counted`). The mapping is ours, row by row, and fixed here; the dynamic rows are
 Theorems 1-2 (measured where a run at the bound-minimising step had a bound below the ceiling,
-`theory.bite`; non-binding where every run's bound was vacuous), the drift (measured) and the
+`evidence.bite`; non-binding where every run's bound was vacuous), the drift (measured) and the
 rows without runs (`needs runs`: no kind yet).
 """
 

@@ -1,4 +1,5 @@
-"""figures.bounds_vs_runs: measured values equal the records, the theory columns equal theory's."""
+"""figures.bounds_vs_runs (with evidence.runs_vs_theory): measured values equal the records, the
+theory columns equal theory's."""
 
 from __future__ import annotations
 
@@ -7,14 +8,8 @@ from pathlib import Path
 import pytest
 from fig_records import metric_row, write_toy_train_run, write_train_run
 
-from figures.bounds_vs_runs import (
-    AGREES,
-    batch_means_interval,
-    bounds_data,
-    plot_bounds_vs_runs,
-    recorded_panels,
-    stabilisation_step,
-)
+from evidence.runs_vs_theory import AGREES, batch_means_interval, stabilisation_step
+from figures.bounds_vs_runs import bounds_data, plot_bounds_vs_runs, recorded_panels
 from figures.common import pyplot
 from figures.discover import discover
 from theory.bounds import removed_mass_bound

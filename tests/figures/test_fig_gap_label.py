@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from figures.bounds_vs_runs import gap_claim, outside_theorem_setting
+from evidence.runs_vs_theory import gap_claim, outside_theorem_setting
 
 
 def test_setting_reasons() -> None:

@@ -9,11 +9,11 @@ import matplotlib
 import pytest
 import torch
 
+from evidence.measured import run_bounds
 from figures.bound_tracking import plot_bound_tracking
 from gmc_grpo.json_files import read_json
 from pipeline import bounds_stage
 from pipeline.reproduce import STAGES, claims_headline
-from theory.measured import run_bounds
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.run import train
 

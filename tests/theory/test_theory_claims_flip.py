@@ -143,7 +143,7 @@ CHECKS = {**PAPER_CHECKS, **OUR_CHECKS}
 
 
 def test_every_row_has_a_flip() -> None:
-    """The rows that need runs turn on run records: tests/theory/test_theory_run_rows.py."""
+    """The rows that need runs turn on run records: tests/evidence/test_evidence_run_rows.py."""
     required = {k for k, how in RUN_ROWS.items() if how == "required"}
     assert {key for key, _, _ in FLIPS} == set(CHECKS) - required
 

@@ -85,7 +85,7 @@ class ExperimentRecords:
     summaries: dict[str, dict[str, Any]]
     """point -> its `summary.json` (per seed and mean over seeds)"""
     tracked: dict[str, TrackedPoint] = field(default_factory=dict)
-    """point -> what its bound tracking gives (`theory.measured.run_bounds`), for the tracked
+    """point -> what its bound tracking gives (`toy_mdps.train.run_records`, `theory.run_terms`), for the tracked
     GMC and TIC runs of a `gmc_tic_gap` experiment"""
 
     @property
@@ -114,22 +114,33 @@ class TrackedPoint:
     """What a tracked GMC / TIC run's bounds give the GMC/TIC comparison."""
 
     first_order: dict[str, Any] | None
-    """the first-order split of its metric (`theory.measured.first_order_identity`), if any"""
+    """the first-order split of its metric (`toy_mdps.train.run_records.first_order_identity`), if any"""
     bound: float | None
     """its whole bound (Theorem 1 or 2 with explicit constants and its own constants)"""
 
 
 def _tracked_points(rows: list[dict[str, Any]], out_dir: Path) -> dict[str, TrackedPoint]:
-    """Each tracked GMC / TIC run's bounds, read once (`theory.measured.run_bounds`)."""
-    from theory.measured import is_tracked_run, run_bounds
+    """Each tracked GMC / TIC run's first-order split and whole bound, read once: the records by
+    `toy_mdps.train.run_records` (the reader beside this track's writer), the bound by
+    `theory.run_terms` (numbers in, numbers out; `evidence.measured` computes the same)."""
+    from gmc_grpo.methods import get_method
+    from theory.run_terms import theorem_at_constants
+    from toy_mdps.train.run_records import (
+        first_order_split,
+        is_tracked_run,
+        load_series,
+        run_constants,
+    )
 
     out = {}
     for row in rows:
         point = row["point"]
         if row["method"] in GAP_METHODS and is_tracked_run(out_dir / point):
-            tracked = run_bounds(out_dir / point)
-            bound = tracked.terms.get("total", {}).get("paper", {}).get("bound")
-            out[point] = TrackedPoint(tracked.first_order or None, bound)
+            series = load_series(out_dir / point)
+            kind = get_method(series.config["method"]).removed_mass_bound
+            paper = theorem_at_constants(kind, run_constants(series)).get("paper")
+            bound = None if paper is None else float(paper["total"])
+            out[point] = TrackedPoint(first_order_split(series) or None, bound)
     return out
 
 
@@ -323,12 +334,12 @@ def gmc_tic_gap(
     tracked their bound quantities (`tracked`: point -> its `TrackedPoint`, loaded once by
     `load_experiment_records`), the bounds' ratio at the same `eta` (Theorem 1 over Theorem
     2 with explicit constants, each with its own run's constants: a bound's ratio beside the
-    measured ratio of the same quantity, `theory.pairs`); the removed-mass bounds' ratio
+    measured ratio of the same quantity, `evidence.pairs`); the removed-mass bounds' ratio
     `c_eps / log(1+2eps)` at equal KL; `theory_tuned_factor`, `(c_eps / log(1+2eps))^(2/5)`,
     compares the two bounds' delay terms after tuning `eta` per method (§4.3), a ratio of upper
     bounds at different step sizes, not a prediction of the measured ratio at one `eta`; and the
     first-order split of each metric
-    (`theory.measured.first_order_identity`): the share of the bias term `-(T/N) sum <grad J, b>`
+    (`toy_mdps.train.run_records.first_order_identity`): the share of the bias term `-(T/N) sum <grad J, b>`
     in the metric, and GMC's bias term over TIC's.
     """
     from theory.constants import c_eps, gmc_denominator, improvement_factor

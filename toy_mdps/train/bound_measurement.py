@@ -34,7 +34,7 @@ and evaluated at `theta_n`, i.e. the estimator's conditional law given the histo
 - `bounds/kl_mean`, `bounds/kl_max`: exact `KL(pi_{theta_n}(.|x) || pi_{theta_{n-tau}}(.|x))`,
   mean and largest over all prompts.
 
-The bounds themselves are evaluated from these records by `theory.measured` (no torch).
+The bounds themselves are evaluated from these records by `evidence.measured` (no torch).
 
 Shapes: `S` seeds, `B` groups, `G` responses per group, `P` parameters, `K` prompts, `Z` states.
 """

@@ -129,7 +129,7 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     `gmc_grpo.seeding`, path `(seed, ...)`)"""
     checkpoint_every: int = 50
     """steps between checkpoints (resumption)"""
-    # -- bounds beside the measurements (`toy_mdps.train.bound_measurement`, `theory.measured`) -----------
+    # -- bounds beside the measurements (`toy_mdps.train.bound_measurement`, `evidence.measured`) --
     bound_every: int = 0
     """0: off. `k >= 1`: record what the §3-§4 bounds are compared with: every step the coverage
     `log C`, the drift `||theta_n - theta_{n-tau}||^2` and the update size; every `k` steps and

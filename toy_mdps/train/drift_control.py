@@ -25,7 +25,7 @@ project's own worker schedule and runs it:
 `control_record(config, gated)` returns the `delay_regularity` record in `AsyncLearner`'s format
 (`drift_summary`), which `workers_analysis.regularity_of_point` analyses as it does the toy runs;
 `control_summary(config)` runs both schedules and returns the experiment summary that
-`theory.run_evidence.regularity_points` and the claims row read. Run it:
+`evidence.run_evidence.regularity_points` and the claims row read. Run it:
 `python -m toy_mdps.train.drift_control` (`--help`).
 """
 
@@ -200,7 +200,7 @@ def control_record(config: DriftControlConfig, gated: bool) -> dict[str, Any]:
 
 
 def control_summary(config: DriftControlConfig | None = None) -> dict[str, Any]:
-    """Both schedules run and analysed: the experiment summary `theory.run_evidence.
+    """Both schedules run and analysed: the experiment summary `evidence.run_evidence.
     regularity_points` reads (`delay_regularity.points.{drift_gated, independent}`)."""
     config = config or DriftControlConfig()
     points = {}

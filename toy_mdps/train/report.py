@@ -54,7 +54,7 @@ def experiment_markdown(config: ExperimentConfig, summary: dict[str, Any], prefi
             "own constants), the removed-mass bounds' ratio and, for tracked runs, the share of "
             "the bias term "
             "$-\\frac{T}{N}\\sum_n\\langle\\nabla J(\\theta_n), b_n\\rangle$ in each metric "
-            "(first-order split, `theory.measured`):",
+            "(first-order split, `evidence.measured`):",
             "",
             "| $D$ | $\\epsilon$ | $\\eta$ | GMC / TIC | bounds' ratio, same $\\eta$ "
             "| $c_\\epsilon / \\log(1+2\\epsilon)$ | bias share TIC | bias share GMC "

@@ -13,19 +13,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_theory_measured import write_run
+from test_evidence_measured import write_run
 
-from theory.checks_runs import (
+from evidence.checks_runs import (
     check_delay_regularity,
     check_drift,
     check_uniform_second_moment,
 )
+from evidence.drift_fit import DriftRun, fit_drift
+from evidence.pairs import gmc_tic_pairs, tuned_pairs
+from evidence.registry import run_findings
+from evidence.render import slack_markdown
+from evidence.run_evidence import RunEvidence, collect_evidence
+from evidence.slack import chain_slack, slack_summary
+from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from theory.claims import evaluate_claim, evaluate_claims, needs_runs, summary
-from theory.drift_fit import DriftRun, fit_drift
-from theory.pairs import gmc_tic_pairs, tuned_pairs
-from theory.run_evidence import RunEvidence, collect_evidence
-from theory.slack import chain_slack, slack_markdown
-from theory.vacuity import lemma1_ratios, theorem_vacuity
 from theory.verdicts import (
     DOES_NOT_HOLD,
     NEEDS_RUNS,
@@ -210,21 +212,22 @@ def test_pairs_vacuity_slack_and_lemma1_from_tracked_runs(tmp_path: Path) -> Non
     # excludes 0; an unresolved one is marked in the table
     first = next(r for r in evidence.tracked if r.name == s["run"])
     assert s["run_delay_resolved"] == (first.terms["delay"]["measured"]["lo"] > 0)
-    assert "denominator not resolved from 0" in slack_markdown(slacks)
+    assert "denominator not resolved from 0" in slack_markdown(slacks, slack_summary(slacks))
     unresolved = [{**s, "run_delay_resolved": False}]
-    assert "* |" in slack_markdown(unresolved) and "* |" not in slack_markdown(
-        [{**s, "run_delay_resolved": True}]
-    )
-    row = evaluate_claim("theorem1", evidence=evidence)
+    resolved = [{**s, "run_delay_resolved": True}]
+    assert "* |" in slack_markdown(unresolved, slack_summary(unresolved))
+    assert "* |" not in slack_markdown(resolved, slack_summary(resolved))
+    found = run_findings(evidence)
+    row = evaluate_claim("theorem1", found)
     assert row["verdict"] == "reconstructed" and "vacuous there" in str(row["result"])
-    assert evaluate_claim("lemma1", evidence=evidence)["verdict"] == VERIFIED
+    assert evaluate_claim("lemma1", found)["verdict"] == VERIFIED
 
 
 def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path: Path) -> None:
     """Issue 36: a tracked run whose metrics lack rows is left out of the run rows with a line
     naming them; a `config.json` that is a JSON list is not a run (no AttributeError); the
     other runs are read."""
-    from theory.run_records import find_runs
+    from toy_mdps.train.run_records import find_runs
 
     good = write_run(tmp_path / "good")
     gapped = write_run(tmp_path / "gapped")
@@ -248,7 +251,8 @@ def test_a_run_with_gaps_or_a_mistyped_config_is_left_out_with_one_line(tmp_path
 def test_row27_is_merged_into_proposition1_and_runs_can_refute_it() -> None:
     from theory.checks import check_uniform_second_moment_merged
 
-    ok = check_uniform_second_moment_merged(_sweep(0.005))
+    ok = check_uniform_second_moment_merged(run_findings(_sweep(0.005))["uniform_second_moment"])
     assert ok.verdict == VERIFIED and ok.evidence["merged_into"] == "prop1_second_moment"
     assert "a consistency check that cannot bind" in ok.result
-    assert check_uniform_second_moment_merged(_sweep(1.5)).verdict == REFUTED
+    refuted = run_findings(_sweep(1.5))["uniform_second_moment"]
+    assert check_uniform_second_moment_merged(refuted).verdict == REFUTED

@@ -2,7 +2,7 @@
 could have been "refuted" (issue 31).
 
 The explicit bounds (`theory.bounds.theorem_terms`) are vacuous at the step sizes of the other
-bound-tracking experiments (`theory.vacuity`): above the a-priori ceiling
+bound-tracking experiments (`evidence.vacuity`): above the a-priori ceiling
 `T L R^2 log|A| / 2` of `||grad J||^2`, no run could contradict them. At the step `eta*` that
 minimises the bound `a/eta + b eta + c eta^4` (`BoundTerms.best_step_size`) the bound is smallest;
 for `N = 1,000` and `10,000`, `D = 2` and `32` on the `bounds_bite` MDP it falls below the ceiling
@@ -14,7 +14,7 @@ exceed it.
 train_bounds_optimal.json`, `..._full.json`) from `BITE_CONSTANTS`: the constants the
 `bounds_bite` runs recorded (T = 5, |A| = 4, R = 1, L = 0.5, the largest log C 5.28, eps = 0.28,
 objective gap `R - J(theta_0)` = 0.89) and the fixed delay's `tau4 = D^4`, with Proposition 1's
-constant 8 (the paper's). A run's own bound (`theory.measured.run_bounds`) uses its own recorded
+constant 8 (the paper's). A run's own bound (`evidence.measured.run_bounds`) uses its own recorded
 `L`, `log C`, realised `tau4` (the first `D` steps have shorter lags) and `J(theta_0)`, so its step
 is within a few per cent of its own minimiser (`eta / eta*` in the table).
 
@@ -35,10 +35,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evidence.measured import CONSTANTS, RunBounds
 from gmc_grpo.json_files import read_json
-from gmc_grpo.stats import interval_text
 from theory.bounds import BoundTerms, gradient_norm_sq_ceiling, theorem_terms
-from theory.measured import CONSTANTS, RunBounds
 
 BITE_EXPERIMENTS: tuple[str, ...] = ("bounds_optimal", "bounds_optimal_full")
 """The shipped experiments at the bound-minimising step (`toy_mdps/configs/train_<name>.json`)."""
@@ -224,46 +223,3 @@ def bite_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for method in ("gmc", "tic")
         }
     return out
-
-
-def _verdict_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {v}" for v, n in counts.items() if n) or "no runs"
-
-
-def bite_headline(rows: Sequence[dict[str, Any]]) -> str:
-    """One clause: per theorem, the verdicts of its runs with the paper's constant."""
-    if not rows:
-        return "Theorems 1-2 at the bound-minimising step: no runs"
-    s = bite_summary(rows)["paper"]
-    return (
-        "Theorems 1-2 at the bound-minimising step (constant 8): Theorem 1 (GMC) "
-        f"{_verdict_counts(s['gmc'])}; Theorem 2 (TIC) {_verdict_counts(s['tic'])}"
-    )
-
-
-def bite_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The runs at the bound-minimising step as a Markdown table (module docstring)."""
-    if not rows:
-        return "No run at the bound-minimising step (`bounds_optimal`).\n"
-    lines = [
-        "Each run at the step $\\eta^\\star$ that minimises its theorem's explicit bound "
-        "(`theory.bite`; $\\eta/\\eta^\\star$ against the minimiser with the run's own recorded "
-        "constants). Measured: $\\frac{1}{N}\\sum_n\\Vert\\nabla J(\\theta_n)\\Vert^2$, mean and "
-        "95% t-interval over seeds. Verdict per constant: *vacuous* (bound at or above the "
-        "ceiling $TLR^2\\log|\\mathcal{A}|/2$), *refuted* (interval's lower end above the bound), "
-        "*holds* (upper end below the bound, bound below the ceiling), *unresolved* (interval "
-        "contains the bound). Measured/bound is the tightness, not the verdict.",
-        "",
-        "| method | D | N | seeds | $\\eta$ | $\\eta/\\eta^\\star$ | ceiling | measured [95%] "
-        "| bound (8) | verdict (8) | measured/bound (8) | bound (2, ours) | verdict (2) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | --- |",
-    ]
-    for r in rows:
-        p, o = r["paper"], r["ours"]
-        lines.append(
-            f"| {r['method'].upper()} | {r['delay']} | {r['N']:,} | {r['seeds']} | {r['eta']:.3g} "
-            f"| {r['eta_over_own_best']:.3f} | {r['ceiling']:.3f} "
-            f"| {interval_text(r['measured'], '.3g')} | {p['bound']:.3g} | **{p['verdict']}** "
-            f"| {p['ratio']:.2g} | {o['bound']:.3g} | **{o['verdict']}** |"
-        )
-    return "\n".join(lines) + "\n"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from theory.checks_runs import check_delay_regularity, lags_outside
-from theory.run_evidence import RunEvidence, regularity_points
+from evidence.checks_runs import check_delay_regularity, lags_outside
+from evidence.run_evidence import RunEvidence, regularity_points
 from toy_mdps.train.drift_control import control_summary
 from toy_mdps.train.workers_analysis import regularity_of_point
 

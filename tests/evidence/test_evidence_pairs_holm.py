@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from theory.pairs import PRIMARY_PAIR, multiplicity, pairs_headline
+from evidence.pairs import PRIMARY_PAIR, multiplicity
+from evidence.render import pairs_headline
 
 
 def _pair(delay: int, eta: float, ratio_p: float, final_p: float, **kw: object) -> dict:

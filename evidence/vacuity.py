@@ -6,7 +6,7 @@ a-priori ceiling `T L R^2 log|A| / 2` (`theory.bounds.gradient_norm_sq_ceiling`,
 measurement can exceed the ceiling, so no outcome could have contradicted the bound, and its
 "holding" is not a passed check. Beside it: the slack in decades, `log10(bound / measured)`.
 
-`theorem_vacuity(results)` summarises Theorems 1-2 (explicit constants, `theory.measured`) over
+`theorem_vacuity(results)` summarises Theorems 1-2 (explicit constants, `evidence.measured`) over
 the runs in the theorems' setting: per run the decades and the vacuity with Proposition 1's
 constant 8 and with our 2, and the same without the delay term (`optimisation + variance`);
 the runs with `eta <= 1/L_J` (`L_J` the smoothness behind Lemma 1: the regime the descent
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from evidence.measured import SMOOTHNESS_CHECK, RunBounds
 from theory.bounds import gradient_norm_sq_ceiling, objective_smoothness
-from theory.measured import SMOOTHNESS_CHECK, RunBounds
 
 
 def _decades(bound: float, measured: float) -> float:
@@ -99,7 +99,7 @@ def theorem_vacuity(results: Sequence[RunBounds], method: str | None = None) -> 
 
 
 def lemma1_ratios(results: Sequence[RunBounds]) -> dict[str, Any]:
-    """Lemma 1 with the measured moments (a consistency check: `theory.measured`), over the runs
+    """Lemma 1 with the measured moments (a consistency check: `evidence.measured`), over the runs
     in the setting: measured total over the right-hand side per run and its min/median/max;
     `vacuous` the runs whose right-hand side reaches the ceiling (not counted as holding),
     `holds` the others whose paired interval allows the bound, `violated` those whose does not;
@@ -149,7 +149,7 @@ def lemma1_ratios(results: Sequence[RunBounds]) -> dict[str, Any]:
 
 
 def smoothness_summary(results: Sequence[RunBounds]) -> dict[str, Any]:
-    """Lemma 1's descent step tested directly at every step (`theory.measured`'s
+    """Lemma 1's descent step tested directly at every step (`evidence.measured`'s
     `SMOOTHNESS_CHECK`): runs, steps evaluated, violations, and the largest measured curvature
     `-2 r_n / ||dtheta||^2` over `L_J` (how much of `L_J` any step used)."""
     entries = [r.checks[SMOOTHNESS_CHECK] for r in results if SMOOTHNESS_CHECK in r.checks]

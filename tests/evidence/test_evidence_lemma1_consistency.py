@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-import theory.measured as measured
-from theory.measured import SMOOTHNESS_CHECK, run_bounds
-from theory.vacuity import lemma1_ratios, smoothness_summary
+import evidence.measured as measured
+from evidence.measured import SMOOTHNESS_CHECK, run_bounds
+from evidence.vacuity import lemma1_ratios, smoothness_summary
 from toy_mdps.train.config import TrainConfig
 from toy_mdps.train.run import train
 

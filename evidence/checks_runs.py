@@ -1,4 +1,4 @@
-"""Checks whose evidence is a measurement on toy runs (`theory.run_evidence.RunEvidence`).
+"""Checks whose evidence is a measurement on toy runs (`evidence.run_evidence.RunEvidence`).
 
 Without runs each returns `needs runs` and names the experiment that provides them; with runs
 the verdict comes from the measurement, with its interval over seeds:
@@ -6,7 +6,7 @@ the verdict comes from the measurement, with its interval over seeds:
 * `check_drift` (§4.2): the parameter drift over a grid of step sizes and lags
   (`drift_quick`) graded as an upper bound: verified when no drift exceeds `eta^2 tau^2 M` nor
   the measured-moment bound `eta^2 tau^2 max_n E||g_n||^2`, refuted otherwise; the exponents
-  fitted with intervals (`theory.drift_fit`) are its tightness, reported beside;
+  fitted with intervals (`evidence.drift_fit`) are its tightness, reported beside;
 * `check_delay_regularity` (§2.2, Assumption 3): both sides of the condition, pooled over lags,
   on the workers stage's runs (`regularity_quick`);
 * `check_uniform_second_moment` (§3-§4.2): the class estimators' measured second moment at
@@ -23,18 +23,28 @@ import math
 from collections import defaultdict
 from typing import Any
 
-import sympy as sp
 from scipy import stats as sps
 
+from evidence import bite
+from evidence.drift_fit import fit_drift
+from evidence.run_evidence import RunEvidence
+from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from gmc_grpo.methods import get_method
 from gmc_grpo.stats import holm_adjust, t_interval, t_quantile
-from theory import bite, chain
-from theory.drift_fit import fit_drift
-from theory.run_evidence import RunEvidence
-from theory.vacuity import lemma1_ratios, theorem_vacuity
+from theory import chain
+from theory.run_rows import (
+    DRIFT_DERIVATION,
+    DRIFT_RUNS,
+    REGULARITY_ROLE,
+    REGULARITY_RUNS,
+    SWEEP_RUNS,
+    UNIFORM_STATEMENT,
+    drift_expr,
+    needs_runs,
+    regularity_expr,
+)
 from theory.verdicts import (
     DOES_NOT_HOLD,
-    NEEDS_RUNS,
     NOT_SIGNIFICANT,
     REFUTED,
     VERIFIED,
@@ -42,32 +52,10 @@ from theory.verdicts import (
     short,
 )
 
-DRIFT_RUNS = (
-    "`gmc-grpo toy train --experiment drift_quick`, then `gmc-grpo theory --runs "
-    "runs/toy_train/drift_quick` (the bounds stage of `make reproduce` runs it)"
-)
-REGULARITY_RUNS = (
-    "`gmc-grpo toy train --experiment regularity_quick` (the toy_workers stage of "
-    "`make reproduce`), then `gmc-grpo theory --runs runs/toy_train/regularity_quick`"
-)
-SWEEP_RUNS = (
-    "`gmc-grpo toy sweep --quick --out runs/sweep` (the toy_sweep stage of `make reproduce`), "
-    "then `gmc-grpo theory --runs runs/sweep`"
-)
 # §2.2 asks the delay to be "approximately decoupled" from the learner's drift: the condition is
 # taken to hold when the pooled ratio of its two sides lies within 5% of 1 (a 5% change of the
 # drift changes the delay term's bound by at most about 10%: it enters squared).
 REGULARITY_MARGIN = 0.05
-
-
-def _needs(text: str, expr: sp.Basic, where: str) -> Check:
-    return Check(
-        NEEDS_RUNS,
-        text + f" Needs runs: {where}.",
-        expr,
-        {},
-        reason="the evidence is a measurement on toy runs; none were given",
-    )
 
 
 def _interval_text(stat: dict[str, float], digits: int = 3) -> str:
@@ -78,11 +66,6 @@ def _interval_text(stat: dict[str, float], digits: int = 3) -> str:
 
 # --- §4.2: the drift ------------------------------------------------------------------------
 
-DRIFT_DERIVATION = (
-    "‖Σ_{k<τ} η gₖ‖² ≤ τ Σ η²‖gₖ‖² (Cauchy–Schwarz) and E‖gₖ‖² ≤ M give η²τ²M (ours); aligned "
-    "updates meet it with equality, independent zero-mean updates give τ instead of τ²."
-)
-
 
 def check_drift(
     evidence: RunEvidence | None = None, eta_exponent: float = 2.0, tau_exponent: float = 2.0
@@ -91,10 +74,10 @@ def check_drift(
     graded as the upper bound it is: verified when no run's drift exceeds `eta^a t^b M` nor the
     measured-moment bound `eta^a t^b max_n E||g_n||^2` (a violation: the drift's lower 95% end
     above the bound's upper end), refuted otherwise; the fitted and local exponents and the
-    largest ratio (the tightness) are reported beside (`theory.drift_fit`)."""
-    expr = chain.drift_second_moment(chain.MOMENT)
+    largest ratio (the tightness) are reported beside (`evidence.drift_fit`)."""
+    expr = drift_expr()
     if evidence is None or len({r.eta for r in evidence.drift}) < 2:
-        return _needs(DRIFT_DERIVATION, expr, DRIFT_RUNS)
+        return needs_runs(DRIFT_DERIVATION, expr, DRIFT_RUNS)
     fit = fit_drift(evidence.drift, exponents=(eta_exponent, tau_exponent))
     a, b = fit["eta_exponent"], fit["tau_exponent"]
     meas = fit["measured_bound"]
@@ -150,12 +133,6 @@ def check_drift(
 
 # --- §2.2: delay regularity ------------------------------------------------------------------
 
-REGULARITY_ROLE = (
-    "Role (our reconstruction of §4.2): with the condition, E‖Δ‖⁴ ≤ η⁴τ̄₄·P·M takes one "
-    "fourth-moment factor pathwise (P) and one in expectation (Proposition 1's M), and the "
-    "delay term carries (1+ε)³; without it both factors are pathwise and the power is 4."
-)
-
 
 def lags_outside(
     per_lag: list[dict[str, Any]], margin: float, alpha: float = 0.05
@@ -193,9 +170,9 @@ def check_delay_regularity(
     any lag's relative difference does, Holm-adjusted over its lags (`lags_outside`); it passes
     when the pooled interval lies within the margin and no lag is rejected.
     """
-    expr = sp.Eq(sp.Symbol("E[D_n(t) | tau=t]"), sp.Symbol("E[D_n(t)]"))
+    expr = regularity_expr()
     if evidence is None or not evidence.regularity:
-        return _needs(REGULARITY_ROLE, expr, REGULARITY_RUNS)
+        return needs_runs(REGULARITY_ROLE, expr, REGULARITY_RUNS)
     points = evidence.regularity
     rejected = [lags_outside(p.get("per_lag") or [], margin) for p in points]
     inside = [
@@ -282,11 +259,7 @@ def check_uniform_second_moment(
     rows = [] if evidence is None else evidence.sweep_rows
     rows = [r for r in rows if get_method(r["method"]).removed_mass_bound is not None]
     if not rows:
-        return _needs(
-            "Proposition 1's bound holds for every behavior policy, so for every delay.",
-            expr,
-            SWEEP_RUNS,
-        )
+        return needs_runs(UNIFORM_STATEMENT, expr, SWEEP_RUNS)
     scale = constant / 8.0
     by_delay: dict[float, list[float]] = defaultdict(list)
     excess = 0
@@ -362,8 +335,8 @@ def lemma1_part(evidence: RunEvidence | None) -> tuple[str, bool, dict[str, Any]
 
 def theorem_part(evidence: RunEvidence | None, method: str) -> tuple[str, bool, dict[str, Any]]:
     """`(text, contradicted, evidence)`: Theorem 1 (`gmc`) / 2 (`tic`) with explicit constants
-    beside the runs' measurements: decades above, vacuous or not (`theory.vacuity`), and first the
-    runs at the bound-minimising step where the bound could be refuted (`theory.bite`;
+    beside the runs' measurements: decades above, vacuous or not (`evidence.vacuity`), and first the
+    runs at the bound-minimising step where the bound could be refuted (`evidence.bite`;
     `evidence["bite_checks"]` counts the runs whose bound (constant 8) lies below the ceiling,
     `evidence["bite_holds"]` those that hold, `contradicted` is true when one is refuted)."""
     if evidence is None or not evidence.tracked:
@@ -397,7 +370,7 @@ def theorem_part(evidence: RunEvidence | None, method: str) -> tuple[str, bool, 
 
 
 def bite_part(evidence: RunEvidence, method: str) -> tuple[str, dict[str, Any]]:
-    """`(text, counts)`: the runs of one theorem at its bound-minimising step (`theory.bite`),
+    """`(text, counts)`: the runs of one theorem at its bound-minimising step (`evidence.bite`),
     with the paper's constant 8: how many have a bound below the ceiling (each a check that could
     have failed), and how many of those hold, are refuted or unresolved."""
     rows = [r for r in bite.bite_rows(evidence.tracked) if r["method"] == method]

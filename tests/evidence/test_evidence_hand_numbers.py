@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from theory.measured import all_run_bounds, run_bounds
-from theory.vacuity import lemma1_ratios, theorem_vacuity
+from evidence.measured import all_run_bounds, run_bounds
+from evidence.vacuity import lemma1_ratios, theorem_vacuity
 from toy_mdps.train.config import ExperimentConfig, shipped_experiment
 from toy_mdps.train.run import run_experiment, train
 

@@ -1,4 +1,4 @@
-"""Theorems 1-2 at the bound-minimising step (`theory.bite`): the issue's hand numbers, the
+"""Theorems 1-2 at the bound-minimising step (`evidence.bite`): the issue's hand numbers, the
 shipped experiments' step sizes, the verdict rule, the run table and rows 13-14 on such runs."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from theory import bite
+from evidence import bite, render
+from evidence.checks_runs import bite_part
+from evidence.measured import run_bounds
+from evidence.registry import run_findings
+from evidence.run_evidence import RunEvidence
 from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
-from theory.checks_runs import bite_part
-from theory.measured import run_bounds
-from theory.run_evidence import RunEvidence
 from toy_mdps.train.config import ExperimentConfig, TrainConfig, shipped_experiment
 from toy_mdps.train.run import train
 
@@ -147,8 +148,10 @@ def test_rows_headline_and_claims_rows_on_a_run(tmp_path: Path) -> None:
         assert row[const]["verdict"] == bite.run_verdict(bound, ceiling, row["measured"])
     # 6 steps: the optimisation term alone is far above the ceiling
     assert row["paper"]["verdict"] == bite.VACUOUS
-    assert bite.bite_headline(rows).endswith("Theorem 1 (GMC) 1 vacuous; Theorem 2 (TIC) no runs")
-    md = bite.bite_markdown(rows)
+    assert render.bite_headline(bite.bite_summary(rows)).endswith(
+        "Theorem 1 (GMC) 1 vacuous; Theorem 2 (TIC) no runs"
+    )
+    md = render.bite_markdown(rows)
     assert "| GMC | 2 | 6 | 3 |" in md and "**vacuous**" in md
     text, counts = bite_part(RunEvidence(["x"], tracked=[result]), "gmc")
     assert counts == {
@@ -170,7 +173,7 @@ def test_headline_counts_each_verdict_per_theorem() -> None:
         return {"method": method, "paper": {"verdict": verdict}, "ours": {"verdict": verdict}}
 
     rows = [row("gmc", "holds"), row("gmc", "refuted"), row("tic", "vacuous"), row("tic", "holds")]
-    assert bite.bite_headline(rows) == (
+    assert render.bite_headline(bite.bite_summary(rows)) == (
         "Theorems 1-2 at the bound-minimising step (constant 8): Theorem 1 (GMC) 1 holds, "
         "1 refuted; Theorem 2 (TIC) 1 vacuous, 1 holds"
     )
@@ -190,7 +193,7 @@ def test_rows_13_14_graded_on_runs_that_could_refute(
     rows = [{**base, "paper": {**base["paper"], "verdict": v}} for v in verdicts]
     monkeypatch.setattr(bite, "bite_rows", lambda results: rows)
     evidence = RunEvidence(["x"], tracked=[result])
-    check = check_theorem("gmc", evidence)
+    check = check_theorem("gmc", run_findings(evidence)["theorem1"])
     without = check_theorem("gmc")
     assert without.verdict == "reconstructed"  # the derivation alone stays ours
     assert check.verdict == (expected or without.verdict)

@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from gmc_grpo.defaults import PAPER_EPS
 from gmc_grpo.methods import get_method
@@ -67,42 +66,45 @@ from theory.bounds import (
     gradient_norm_sq_ceiling,
     objective_smoothness,
     second_moment_bound,
-    theorem_terms,
 )
-from theory.run_records import (
+from theory.run_terms import CONSTANTS, LOG_C_OVERFLOW_CAP, coverage, theorem_at_constants
+from toy_mdps.train.run_records import (
+    FIRST_ORDER_TERMS,
     RunSeries,
     class_eps,
+    final_objectives,
     find_runs,
+    first_order_identity,
+    is_plain_sgd,
     is_toy_train_run,
     is_tracked_run,
     load_series,
+    run_constants,
     setting,
 )
 
 __all__ = [  # the run-record readers are re-exported: callers read and evaluate from one module
     "CONSTANTS",
+    "FIRST_ORDER_TERMS",
+    "LOG_C_OVERFLOW_CAP",
     "TERMS",
     "RunBounds",
     "RunSeries",
     "all_run_bounds",
     "class_eps",
+    "coverage",
     "find_runs",
     "first_order_identity",
+    "is_plain_sgd",
     "is_toy_train_run",
     "is_tracked_run",
     "load_series",
     "run_bounds",
+    "run_constants",
     "setting",
 ]
 
 ROUNDING = 1e-9
-# `np.exp` overflows above log(max float64) = 709.78: `log C` is capped here before `exp`. No toy
-# run comes near it (the largest log C of the shipped quick experiments is about 7); a run above it
-# would have its `C`,
-# and with it the bound (which grows with log C), understated: the cap can only make a bound
-# smaller, never hide a refutation.
-LOG_C_OVERFLOW_CAP = 700.0
-CONSTANTS = ("paper", "ours")
 TERMS = ("total", "optimisation", "variance", "delay")
 # what a term's measured counterpart is (Markdown, `$...$` math)
 TERM_LATEX = {
@@ -235,45 +237,6 @@ def _band(x: np.ndarray) -> dict[str, list[float]]:
     """`[S, X]` -> mean and t-interval over seeds per column."""
     cols = [_interval(x[:, j]) for j in range(x.shape[1])]
     return {k: [c[k] for c in cols] for k in ("mean", "lo", "hi")}
-
-
-def run_constants(series: RunSeries) -> dict[str, Any]:
-    """The run's constants of the bounds: `T, |A|, R, L, log C, eta, N, G, B, eps, tau2, tau4,
-    J0` (`L` and `C` the largest recorded values, `tau2`/`tau4` the realised lag moments)."""
-    cfg, ev = series.config, series.every
-    return {
-        "T": int(cfg["max_length"]),
-        "vocab_size": int(cfg["vocab_size"]),
-        "R": float(cfg["reward_scale"]),
-        "L": float(np.nanmax(ev["lipschitz_L"])),
-        "log_C": float(np.nanmax(ev["log_coverage"])),
-        "eta": float(cfg["lr"]),
-        "N": int(cfg["total_steps"]),
-        "G": int(cfg["group_size"]),
-        "B": int(cfg["num_groups"]),
-        "eps": class_eps(cfg),
-        "tau2": float(np.mean(ev["lag_sq"])),
-        "tau4": float(np.mean(ev["lag_fourth"])),
-        "J0": float(ev["objective"][0, 0]),
-        "num_seeds": len(series.seeds),
-        "recorded_steps": int(series.recorded_steps.size),
-    }
-
-
-def coverage(log_c: ArrayLike) -> np.ndarray:
-    """`C = exp(log C)`, with `log C` capped at `LOG_C_OVERFLOW_CAP` (see there)."""
-    return np.exp(np.minimum(np.asarray(log_c, dtype=np.float64), LOG_C_OVERFLOW_CAP))
-
-
-def is_plain_sgd(config: dict[str, Any]) -> bool:
-    """Every update is `eta g_n` with one constant `eta`: SGD, constant step, no clip, no
-    per-step factor (the updates Lemma 1 and the drift bound speak of)."""
-    return (
-        config["optimizer"] == "sgd"
-        and config.get("lr_schedule", "constant") == "constant"
-        and config.get("grad_clip") is None
-        and get_method(config["method"]).step_scale is None
-    )
 
 
 def run_bounds(run_dir: str | Path, name: str | None = None) -> RunBounds:
@@ -480,11 +443,9 @@ def _run_terms(series: RunSeries, out: RunBounds) -> None:
     split of the metric and, for a method with a theorem, Theorem 1/2's terms with constants."""
     ev, rec, c = series.every, series.recorded, out.constants
     spec = get_method(series.config["method"])
-    T, eta, N, j0, eps = c["T"], c["eta"], c["N"], c["J0"], c["eps"]
+    T, eta, N, j0 = c["T"], c["eta"], c["N"], c["J0"]
     smooth = float(objective_smoothness(T, c["R"], c["L"], c["vocab_size"]))
-    final = series.final_objective
-    if not np.all(np.isfinite(final)):
-        final = ev["objective"][:, -1]
+    final = final_objectives(series)
     per_seed = {
         "total": ev["grad_norm_sq"].mean(axis=1),
         "optimisation": 2 * T * (final - j0) / (eta * N),
@@ -525,25 +486,7 @@ def _run_terms(series: RunSeries, out: RunBounds) -> None:
             }
         )
     out.first_order = first_order_identity(series, per_seed["total"], final)
-    theorem = {}
-    if spec.removed_mass_bound is not None and eps is not None:
-        theorem = {
-            const: theorem_terms(
-                spec.removed_mass_bound,
-                T=T,
-                vocab_size=c["vocab_size"],
-                R=c["R"],
-                C=float(coverage(c["log_C"])),
-                L=c["L"],
-                eta=eta,
-                N=N,
-                eps=eps,
-                tau4=c["tau4"],
-                objective_gap=c["R"] - j0,
-                constant=const,
-            ).as_dict()
-            for const in CONSTANTS
-        }
+    theorem = theorem_at_constants(spec.removed_mass_bound, c)
     for term in TERMS:
         measured = _interval(per_seed[term])
         entry: dict[str, Any] = {"measured": measured}
@@ -564,47 +507,6 @@ def _run_terms(series: RunSeries, out: RunBounds) -> None:
         out.terms[term] = entry
     if theorem:
         out.series["theorem"] = _theorem_series(series, out, smooth, theorem)
-
-
-FIRST_ORDER_TERMS = ("progress", "curvature", "bias", "residual")
-
-
-def first_order_identity(series: RunSeries, total: np.ndarray, final: np.ndarray) -> dict[str, Any]:
-    """The measured convergence metric split exactly into progress, curvature and bias.
-
-    With a constant step, `theta_{n+1} - theta_n = eta g_n` and `E[g_n | F_n^-] = grad J_n / T +
-    b_n`; writing `J_{n+1} - J_n = <grad J_n, theta_{n+1} - theta_n> + r_n` (`r_n` the exact
-    second-order remainder) and averaging over steps,
-
-        (1/N) sum ||grad J_n||^2 = T (J_N - J_0) / (eta N)          progress
-                                 - (T / (eta N)) sum_n r_n           curvature
-                                 - (T / N) sum_n <grad J_n, b_n>     bias (recorded steps)
-                                 - (T / N) sum_n <grad J_n, xi_n>    residual: sampling noise,
-                                                                     mean zero over seeds
-
-    (`xi_n = g_n - E[g_n | F_n^-]`). Lemma 1 bounds the same quantity after Young's inequality
-    turns `-<grad J, b>` into `||grad J||^2 / (2T) + (T/2) ||b||^2` and smoothness bounds `-r_n`;
-    here every term is measured. Per seed, then mean and t-interval over seeds; empty unless the
-    run takes plain SGD steps of constant size (no clip, no per-step factor).
-    """
-    cfg, ev, rec = series.config, series.every, series.recorded
-    if not is_plain_sgd(cfg) or series.recorded_steps.size == 0:
-        return {}
-    T, eta, N = int(cfg["max_length"]), float(cfg["lr"]), int(cfg["total_steps"])
-    objective = ev["objective"]
-    following = np.concatenate([objective[:, 1:], final[:, None]], axis=1)
-    remainder = following - objective - ev["grad_dot_step"]
-    per_seed = {
-        "progress": T * (final - objective[:, 0]) / (eta * N),
-        "curvature": -T * remainder.sum(axis=1) / (eta * N),
-        "bias": -T * np.nanmean(rec["grad_dot_bias"], axis=1),
-    }
-    per_seed["residual"] = total - sum(per_seed.values())
-    return {
-        "total": _interval(total),
-        **{k: _interval(v) for k, v in per_seed.items()},
-        "per_seed": {k: v.tolist() for k, v in per_seed.items()},
-    }
 
 
 def _theorem_series(

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from evidence.measured import RunBounds, coverage
 from gmc_grpo.methods import get_method
 from theory.bounds import (
     bias_per_removed_mass,
@@ -41,8 +42,7 @@ from theory.bounds import (
     second_moment_bound,
     update_norm_sq_bound,
 )
-from theory.measured import RunBounds, coverage
-from theory.run_records import RunSeries, load_series
+from toy_mdps.train.run_records import RunSeries, load_series
 
 STEPS = (
     ("bias", "1. ||b|| <= K_b E[m] (Prop. 1, bias)"),
@@ -123,7 +123,7 @@ def run_slack(result: RunBounds, series: RunSeries | None = None) -> dict[str, A
         "schedule": series.config.get("schedule"),
         "stale_steps": int(stale[0].sum()),
         "factors": factors,
-        "decades": {k: _log(f) for k, f in factors.items()},
+        "decades": {k: log10_or_none(f) for k, f in factors.items()},
         "chain_total": total,
         "measured_bias_term": float(np.nanmean(at(bias_sq))) * T**2,
         "run_delay_ratio": (
@@ -172,53 +172,6 @@ def slack_summary(slacks: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def slack_markdown(slacks: Sequence[dict[str, Any]]) -> str:
-    """The table in decades (one row per run) and the per-step summary, Markdown."""
-    if not slacks:
-        return "No tracked run of GMC or TIC with stale recorded steps: no chain slack.\n"
-    head = [LATEX[key] for key, _ in STEPS]
-
-    def cell(x: float | None) -> str:
-        return "n/a" if x is None else f"{x:.1f}"
-
-    lines = [
-        "Decades lost at each step of the §4.2 chain (`log10` of larger side / smaller side, "
-        "means over the stale recorded steps and seeds; `theory.slack`), the product of steps "
-        "1-5, and beside them Proposition 1's $M$ over the measured second moment (inside step "
-        "4), the theorem's delay term over the measured $T^2\\overline{\\Vert b_n\\Vert^2}$, "
-        "Lemma 1 with measured moments over the measured metric, and the theorem over it. "
-        "n/a: no group was capped at those steps (nothing removed, steps 1-2 not measurable), or "
-        "(step 1) the squared bias is not resolved from sampling noise. A ratio marked * has a "
-        "denominator not resolved from 0 (the measured delay term's 95% interval over seeds "
-        "contains 0): an upper end of the slack is not known. Each step's summary names the "
-        "number of runs it rests on.",
-        "",
-        "| run | stale steps | " + " | ".join(head) + " | chain, 1-5 | $M$ / measured "
-        "| theorem delay / measured | Lemma 1 (measured moments) | theorem / measured |",
-        "| --- | ---: | "
-        + " | ".join("---:" for _ in head)
-        + " | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for s in slacks:
-        d = s["decades"]
-        lines.append(
-            f"| {s['run']} | {s['stale_steps']} | "
-            + " | ".join(cell(d[k]) for k, _ in STEPS)
-            + f" | {cell(_log(s['chain_total']))} | {cell(d['second_moment'])} "
-            f"| {cell(_log(s['run_delay_ratio']))}"
-            f"{'' if s.get('run_delay_resolved', True) else '*'} | {cell(_log(s['lemma1_slack']))} "
-            f"| {cell(_log(s['theorem_slack']))} |"
-        )
-    summary = slack_summary(slacks)
-    lines += ["", "| step | runs | median decades | range |", "| --- | ---: | ---: | --- |"]
-    for key, entry in summary["steps"].items():
-        if entry["runs"]:
-            lines.append(
-                f"| {LATEX[key]} | {entry['runs']} | {entry['median']:.1f} "
-                f"| {entry['min']:.1f} to {entry['max']:.1f} |"
-            )
-    return "\n".join(lines) + "\n"
-
-
-def _log(x: float | None) -> float | None:
+def log10_or_none(x: float | None) -> float | None:
+    """`log10(x)`, None for a missing or non-positive `x`."""
     return None if x is None or not x > 0 else math.log10(x)

@@ -2,11 +2,11 @@
 
 `collect_evidence(paths)` walks the folders and gathers, once:
 
-* `tracked`: every toy training run with bound tracking (`theory.measured.run_bounds`), for
+* `tracked`: every toy training run with bound tracking (`evidence.measured.run_bounds`), for
   Lemma 1 with measured moments, the explicit theorems beside the measurements (rows 1, 13, 14)
-  and the chain's slack (`theory.slack`);
+  and the chain's slack (`evidence.slack`);
 * `drift`: the tracked plain-SGD runs with a drift record (`drift_max_lag > 0`,
-  `theory.drift_fit.drift_run`), for the drift row;
+  `evidence.drift_fit.drift_run`), for the drift row;
 * `regularity`: the runs of delay-regularity experiments (`kind = "delay_regularity"`, the
   workers stage's `regularity_quick`): both sides of §2.2's condition, pooled over lags, as the
   toy track's analysis stored them in the experiment's `summary.json`;
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evidence.drift_fit import DriftRun, drift_run
+from evidence.measured import RunBounds, run_bounds
 from gmc_grpo.json_files import read_json, read_json_object
-from theory.drift_fit import DriftRun, drift_run
-from theory.measured import RunBounds, run_bounds
-from theory.run_records import find_runs, load_series
+from toy_mdps.train.run_records import find_runs, load_series
 
 SWEEP_COLUMNS = ("method", "staleness", "estimator/second_moment", "chain/second_moment_bound")
 

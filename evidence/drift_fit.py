@@ -24,7 +24,7 @@ of the drift above the bound's upper end (the largest upper 95% end of the measu
 `E[||g_n||^2 | F_n^-]`). Both are upper bounds and tested one-sided; how tight they are (the
 ratio, the exponents) is reported beside, not as the verdict.
 
-Only plain SGD runs at a constant step size of a class method enter (`theory.measured.is_plain_sgd`):
+Only plain SGD runs at a constant step size of a class method enter (`evidence.measured.is_plain_sgd`):
 the claim is about `theta_{n+1} = theta_n + eta g_n`.
 """
 
@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from evidence.measured import is_plain_sgd, run_constants
 from gmc_grpo.json_files import read_json
 from gmc_grpo.stats import t_interval
 from theory.bounds import second_moment_bound
-from theory.measured import is_plain_sgd, run_constants
-from theory.run_records import RunSeries, class_eps, load_series
+from toy_mdps.train.run_records import RunSeries, class_eps, load_series
 
 # lags per end of a run's lag range for the local exponents (the smallest and the largest)
 LOCAL_LAGS = 4

@@ -1,4 +1,4 @@
-"""`theory.measured`: the theorems' bounds beside toy-run records, on hand-written records.
+"""`evidence.measured`: the theorems' bounds beside toy-run records, on hand-written records.
 
 The records are written here by hand (no torch, no toy run), so every expected number is worked
 out from the formulas of the module docstring, not read from the code under test.
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from theory.measured import find_runs, run_bounds, setting
-from theory.measured_report import bounds_markdown, bounds_text, outside_rows
+from evidence.measured import find_runs, run_bounds, setting
+from evidence.measured_report import outside_rows
+from evidence.render import bounds_markdown, bounds_text
 
 ROOT = Path(__file__).resolve().parents[2]
 T, V, R, L, ETA, N, EPS = 2, 3, 1.0, 0.5, 0.5, 4, 0.28
@@ -222,9 +223,14 @@ def test_theory_cli_runs_reads_json_only(tmp_path: Path) -> None:
 
 
 def test_theory_cli_runs_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from theory.cli import main
+    from evidence.theory_runs import main
+    from theory.cli import main as theory_main
 
     assert main(["--runs", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert main(["--runs", str(tmp_path)]) == 2
     assert "no toy run the claims table can read" in capsys.readouterr().err
+    # `theory` reads no run: without the evidence layer's reader, --runs is refused
+    write_run(tmp_path / "runs" / "gmc")
+    assert theory_main(["--runs", str(tmp_path / "runs")]) == 2
+    assert "through the evidence layer" in capsys.readouterr().err

@@ -4,7 +4,7 @@ A toy training run directory holds `config.json` (`{"config": TrainConfig fields
 `metrics.jsonl` (one row per step per seed) and `summary.json` (per-seed and mean results, and
 with `drift_max_lag > 0` the drift record `delay_regularity`). A run is *tracked* when its config
 turned the bound tracking on (`bound_every > 0`, `toy_mdps.train.bounds`): its rows then carry
-the `bounds/*` fields `theory.measured` sets beside the bounds.
+the `bounds/*` fields `evidence.measured` sets beside the bounds.
 
 `setting(config)` lists what puts a run outside the theorems' setting (Lemma 1 and Theorems 1-2
 analyse plain SGD at a constant step with an estimator of the class and leave-one-out
@@ -15,7 +15,7 @@ without theorem.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +26,7 @@ import numpy as np
 from gmc_grpo.json_files import read_json_object, read_jsonl
 from gmc_grpo.methods import MethodSettings, get_method
 from gmc_grpo.records import describe_missing, missing_steps
+from gmc_grpo.stats import t_interval
 
 
 def is_tracked_run(run_dir: str | Path) -> bool:
@@ -184,3 +185,103 @@ def load_series(run_dir: str | Path) -> RunSeries:
         per_seed = read_json_object(summary_path).get("per_seed", {})
         final = np.array([_float(per_seed.get(str(s), {}).get("final_objective")) for s in seeds])
     return RunSeries(config, seeds, every, np.array(marks, dtype=np.int64), recorded, final)
+
+
+# ----------------------------------------------------------------------------------------------
+# What the records give, read by the field names the toy track writes
+# ----------------------------------------------------------------------------------------------
+
+
+def _interval(values: Sequence[float] | np.ndarray) -> dict[str, float]:
+    return t_interval([float(v) for v in np.ravel(values)])
+
+
+def final_objectives(series: RunSeries) -> np.ndarray:
+    """`[S]`: each seed's final `J` from `summary.json`, else its last recorded `J`."""
+    final = series.final_objective
+    if not np.all(np.isfinite(final)):
+        final = series.every["objective"][:, -1]
+    return final
+
+
+def run_constants(series: RunSeries) -> dict[str, Any]:
+    """The run's constants of the bounds: `T, |A|, R, L, log C, eta, N, G, B, eps, tau2, tau4,
+    J0` (`L` and `C` the largest recorded values, `tau2`/`tau4` the realised lag moments)."""
+    cfg, ev = series.config, series.every
+    return {
+        "T": int(cfg["max_length"]),
+        "vocab_size": int(cfg["vocab_size"]),
+        "R": float(cfg["reward_scale"]),
+        "L": float(np.nanmax(ev["lipschitz_L"])),
+        "log_C": float(np.nanmax(ev["log_coverage"])),
+        "eta": float(cfg["lr"]),
+        "N": int(cfg["total_steps"]),
+        "G": int(cfg["group_size"]),
+        "B": int(cfg["num_groups"]),
+        "eps": class_eps(cfg),
+        "tau2": float(np.mean(ev["lag_sq"])),
+        "tau4": float(np.mean(ev["lag_fourth"])),
+        "J0": float(ev["objective"][0, 0]),
+        "num_seeds": len(series.seeds),
+        "recorded_steps": int(series.recorded_steps.size),
+    }
+
+
+def is_plain_sgd(config: dict[str, Any]) -> bool:
+    """Every update is `eta g_n` with one constant `eta`: SGD, constant step, no clip, no
+    per-step factor (the updates Lemma 1 and the drift bound speak of)."""
+    return (
+        config["optimizer"] == "sgd"
+        and config.get("lr_schedule", "constant") == "constant"
+        and config.get("grad_clip") is None
+        and get_method(config["method"]).step_scale is None
+    )
+
+
+FIRST_ORDER_TERMS = ("progress", "curvature", "bias", "residual")
+
+
+def first_order_identity(series: RunSeries, total: np.ndarray, final: np.ndarray) -> dict[str, Any]:
+    """The measured convergence metric split exactly into progress, curvature and bias.
+
+    With a constant step, `theta_{n+1} - theta_n = eta g_n` and `E[g_n | F_n^-] = grad J_n / T +
+    b_n`; writing `J_{n+1} - J_n = <grad J_n, theta_{n+1} - theta_n> + r_n` (`r_n` the exact
+    second-order remainder) and averaging over steps,
+
+        (1/N) sum ||grad J_n||^2 = T (J_N - J_0) / (eta N)          progress
+                                 - (T / (eta N)) sum_n r_n           curvature
+                                 - (T / N) sum_n <grad J_n, b_n>     bias (recorded steps)
+                                 - (T / N) sum_n <grad J_n, xi_n>    residual: sampling noise,
+                                                                     mean zero over seeds
+
+    (`xi_n = g_n - E[g_n | F_n^-]`). Lemma 1 bounds the same quantity after Young's inequality
+    turns `-<grad J, b>` into `||grad J||^2 / (2T) + (T/2) ||b||^2` and smoothness bounds `-r_n`;
+    here every term is measured. Per seed, then mean and t-interval over seeds; empty unless the
+    run takes plain SGD steps of constant size (no clip, no per-step factor).
+    """
+    cfg, ev, rec = series.config, series.every, series.recorded
+    if not is_plain_sgd(cfg) or series.recorded_steps.size == 0:
+        return {}
+    T, eta, N = int(cfg["max_length"]), float(cfg["lr"]), int(cfg["total_steps"])
+    objective = ev["objective"]
+    following = np.concatenate([objective[:, 1:], final[:, None]], axis=1)
+    remainder = following - objective - ev["grad_dot_step"]
+    per_seed = {
+        "progress": T * (final - objective[:, 0]) / (eta * N),
+        "curvature": -T * remainder.sum(axis=1) / (eta * N),
+        "bias": -T * np.nanmean(rec["grad_dot_bias"], axis=1),
+    }
+    per_seed["residual"] = total - sum(per_seed.values())
+    return {
+        "total": _interval(total),
+        **{k: _interval(v) for k, v in per_seed.items()},
+        "per_seed": {k: v.tolist() for k, v in per_seed.items()},
+    }
+
+
+def first_order_split(series: RunSeries) -> dict[str, Any]:
+    """`first_order_identity` of the run's own metric and final `J` (the toy track's GMC/TIC
+    comparison, `toy_mdps.train.analysis`; `evidence.measured` computes the same)."""
+    return first_order_identity(
+        series, series.every["grad_norm_sq"].mean(axis=1), final_objectives(series)
+    )
