@@ -37,7 +37,6 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ from gmc_grpo.records import loads_json
 from gmc_grpo.seeding import SEEDING
 from gmc_grpo.staleness import SCHEDULE_FIELDS
 from llm_runs.batch import TrajectoryBatch, batch_from, tensors_of
-from llm_runs.config import TrainConfig
+from llm_runs.config import WarmupSettings
 
 #: Bump when the stored format or what the keys cover changes (old entries then miss).
 CACHE_FORMAT = 2
@@ -130,35 +129,38 @@ def model_dir_identity(path: str | Path) -> dict[str, Any]:
     }
 
 
-def initial_policy_key(config: TrainConfig, device: torch.device | str) -> str:
-    """Key of the initial policy `llm_runs.models.initial_model_dir` builds from `config`."""
+def initial_policy_key(settings: WarmupSettings, device: torch.device | str) -> str:
+    """Key of the initial policy `llm_runs.models.initial_model_dir` builds from `settings`."""
     parts: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "seeding": SEEDING,
         "torch": torch.__version__,
         "device": str(device),
-        "tiny_model": config.tiny_model,
-        "model": None if config.model is None else model_dir_identity(config.model),
+        "tiny_model": settings.tiny_model,
+        "model": None if settings.model is None else model_dir_identity(settings.model),
     }
-    if config.sft_steps:
+    if settings.sft_steps:
         parts.update(
-            task=config.task,
-            arithmetic=config.arithmetic,
-            sft_steps=config.sft_steps,
-            sft_lr=config.sft_lr,
-            sft_batch_size=config.sft_batch_size,
-            seed=config.warmup_seed,  # the warm-up's batches (`sft_seed` when it is set)
+            task=settings.task,
+            arithmetic=settings.arithmetic,
+            sft_steps=settings.sft_steps,
+            sft_lr=settings.sft_lr,
+            sft_batch_size=settings.sft_batch_size,
+            seed=settings.seed,  # the warm-up's batches (`sft_seed` when it is set)
         )
-        if config.sft_answer_fraction != 1.0:  # the key of an all-answers warm-up stays as before
-            parts["sft_answer_fraction"] = config.sft_answer_fraction
+        if settings.sft_answer_fraction != 1.0:  # the key of an all-answers warm-up stays as before
+            parts["sft_answer_fraction"] = settings.sft_answer_fraction
     return content_hash(parts)
 
 
-def rollout_key(config: TrainConfig, initial_policy: str, overrides: Mapping[str, Any]) -> str:
-    """Key of the version-0 rollouts of a run: the initial policy's key, the config fields that
-    can change a rollout (all but `ROLLOUT_FREE_FIELDS`) and the caller's `overrides` (names of a
-    custom reward function or engine factory)."""
-    fields = {k: v for k, v in asdict(config).items() if k not in ROLLOUT_FREE_FIELDS}
+def rollout_key(
+    config_fields: Mapping[str, Any], initial_policy: str, overrides: Mapping[str, Any]
+) -> str:
+    """Key of the version-0 rollouts of a run: the initial policy's key, the run config's fields
+    (`config_fields`, `dataclasses.asdict` of the `TrainConfig`) that can change a rollout (all
+    but `ROLLOUT_FREE_FIELDS`) and the caller's `overrides` (names of a custom reward function
+    or engine factory)."""
+    fields = {k: v for k, v in config_fields.items() if k not in ROLLOUT_FREE_FIELDS}
     return content_hash(
         {
             "format": CACHE_FORMAT,

@@ -10,7 +10,7 @@ configs' names for the same settings (`lr`, `total_steps`, `eps`, `clip_low`/`cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gmc_grpo.configs import check_choice, config_error
@@ -29,7 +29,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
+from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields, get_schedule
 from llm_runs.choices import LEARNER_DTYPES, OPTIMIZER_KINDS, SCORE_NORM_MODES
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
@@ -65,6 +65,120 @@ RESUME_FREE_FIELDS = (
     "track_bounds_every",
     "track_bounds_samples",
 )
+
+
+# -- the slices: what each part of the trainer reads, built once by `TrainConfig`'s methods ----
+# Each part of `llm_runs.train` takes its own frozen slice, as the learner takes
+# `llm_runs.learner.LearnerSettings`; the fields keep the config's names (documented there).
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """Where the learner and the engine run (`llm_runs.models.resolve_placement`)."""
+
+    layout: str
+    learner_device: str
+    engine_device: str
+    learner_dtype: str
+    engine_dtype: str
+    engine: str
+    engine_process: bool | None
+    vllm_sleep_mode: bool | None
+
+
+@dataclass(frozen=True)
+class WarmupSettings:
+    """The initial policy: the model directory or a tiny model, and the supervised warm-up on it
+    (`llm_runs.models.initial_model_dir`, keyed by `llm_runs.cache.initial_policy_key`)."""
+
+    model: str | None
+    tiny_model: dict[str, Any] | None
+    task: str
+    arithmetic: dict[str, Any]
+    sft_steps: int
+    sft_lr: float
+    sft_batch_size: int
+    sft_answer_fraction: float
+    seed: int
+    """the warm-up's root seed: `sft_seed`, else the run's `run_seed` (`TrainConfig.warmup_seed`)"""
+    progress: bool
+    cache_dir: str | None
+
+
+@dataclass(frozen=True)
+class ProblemSettings:
+    """The training pool and the evaluation sets (`llm_runs.rollouts.load_problems`)."""
+
+    task: str
+    arithmetic: dict[str, Any]
+    data_dir: str | None
+    eval_benchmarks: tuple[str, ...]
+    """the benchmarks to load: the config's `eval_benchmarks` when `eval_every > 0`, else none"""
+    eval_limit: int | None
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What the rollout producer reads (`llm_runs.rollouts.RolloutProducer`): the prompt stream,
+    the sampling, the reward, the learner's log-probs at generation and the lag-0 mismatch."""
+
+    run_seed: int
+    task: str
+    reward: str
+    num_groups: int
+    group_size: int
+    temperature: float
+    top_p: float
+    max_prompt_tokens: int
+    max_completion_tokens: int
+    behavior_logprobs: str
+    learner_logprobs_at_generation: bool
+    mismatch_every: int
+    logit_chunk: int
+    groups_per_micro: int
+    packed_sequences: bool
+    method_settings: MethodSettings
+    """the method constants the lag-0 mismatch's capped fractions use (`llm_runs.mismatch`)"""
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The periodic evaluation (`llm_runs.evaluator.Evaluator`)."""
+
+    run_seed: int
+    task: str
+    eval_decodings: tuple[str, ...]
+    eval_samples: int
+    temperature: float
+    top_p: float
+    max_completion_tokens: int
+
+
+@dataclass(frozen=True)
+class BoundSettings:
+    """The bound tracker (`llm_runs.bounds.BoundTracker.for_run`)."""
+
+    bound_every: int
+    bound_samples: int
+    total_steps: int
+    temperature: float
+    max_completion_tokens: int
+    run_seed: int
+    inner_steps: int
+    largest_lag: int | None
+    """the largest lag the schedule fixes before the run (a fixed delay's `D`), else None
+    (`gmc_grpo.staleness.ScheduleSpec.largest_lag`)"""
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The extra metric sinks (`llm_runs.sinks.MetricSinks`)."""
+
+    out: str
+    log_to: tuple[str, ...]
+    wandb_project: str | None
+    record: dict[str, Any]
+    """the config's fields, as W&B's run config"""
 
 
 @dataclass
@@ -481,3 +595,101 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     def method_settings(self) -> MethodSettings:
         """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
         return MethodSettings.of(self)
+
+    def schedule_settings(self) -> ScheduleSettings:
+        """The staleness schedule's fields (`gmc_grpo.staleness.make_schedule`)."""
+        return ScheduleSettings.of(self)
+
+    def placement_settings(self) -> PlacementSettings:
+        """Where the learner and the engine run (`PlacementSettings`)."""
+        return PlacementSettings(
+            layout=self.layout,
+            learner_device=self.learner_device,
+            engine_device=self.engine_device,
+            learner_dtype=self.learner_dtype,
+            engine_dtype=self.engine_dtype,
+            engine=self.engine,
+            engine_process=self.engine_process,
+            vllm_sleep_mode=self.vllm_sleep_mode,
+        )
+
+    def warmup_settings(self) -> WarmupSettings:
+        """The initial policy and its warm-up (`WarmupSettings`)."""
+        return WarmupSettings(
+            model=self.model,
+            tiny_model=self.tiny_model,
+            task=self.task,
+            arithmetic=self.arithmetic,
+            sft_steps=self.sft_steps,
+            sft_lr=self.sft_lr,
+            sft_batch_size=self.sft_batch_size,
+            sft_answer_fraction=self.sft_answer_fraction,
+            seed=self.warmup_seed,
+            progress=self.progress,
+            cache_dir=self.cache_dir,
+        )
+
+    def problem_settings(self) -> ProblemSettings:
+        """The training pool and, when the run evaluates, the evaluation sets."""
+        return ProblemSettings(
+            task=self.task,
+            arithmetic=self.arithmetic,
+            data_dir=self.data_dir,
+            eval_benchmarks=self.eval_benchmarks if self.eval_every else (),
+            eval_limit=self.eval_limit,
+        )
+
+    def rollout_settings(self) -> RolloutSettings:
+        """The rollout producer's slice (`RolloutSettings`)."""
+        return RolloutSettings(
+            run_seed=self.seed,
+            task=self.task,
+            reward=self.reward,
+            num_groups=self.num_groups,
+            group_size=self.group_size,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_completion_tokens=self.max_completion_tokens,
+            behavior_logprobs=self.behavior_logprobs,
+            learner_logprobs_at_generation=self.learner_logprobs_at_generation,
+            mismatch_every=self.mismatch_every,
+            logit_chunk=self.logit_chunk,
+            groups_per_micro=self.groups_per_micro,
+            packed_sequences=self.packed_sequences,
+            method_settings=self.method_settings(),
+        )
+
+    def evaluation_settings(self) -> EvaluationSettings:
+        """The periodic evaluation's slice (`EvaluationSettings`)."""
+        return EvaluationSettings(
+            run_seed=self.seed,
+            task=self.task,
+            eval_decodings=self.eval_decodings,
+            eval_samples=self.eval_samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_completion_tokens=self.max_completion_tokens,
+        )
+
+    def bound_settings(self) -> BoundSettings:
+        """The bound tracker's slice (`BoundSettings`)."""
+        return BoundSettings(
+            bound_every=self.track_bounds_every,
+            bound_samples=self.track_bounds_samples,
+            total_steps=self.total_steps,
+            temperature=self.temperature,
+            max_completion_tokens=self.max_completion_tokens,
+            run_seed=self.seed,
+            inner_steps=self.inner_steps,
+            largest_lag=get_schedule(self.schedule).largest_lag(self.schedule_settings()),
+        )
+
+    def sink_settings(self) -> SinkSettings:
+        """The extra metric sinks' slice (`SinkSettings`)."""
+        return SinkSettings(
+            out=self.out,
+            log_to=self.log_to,
+            wandb_project=self.wandb_project,
+            record=asdict(self),
+        )

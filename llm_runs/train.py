@@ -166,11 +166,12 @@ class Trainer:
             from llm_runs.tiny import check_model_dir
 
             check_model_dir(config.model)
-        self.placement = resolve_placement(config)
-        check_learner(config, self.placement, self.notice)  # optimizer, precision: before compute
+        self.placement = resolve_placement(config.placement_settings())
+        # the optimizer and the precision: checked before compute
+        check_learner(config.optimizer, config.lr, self.placement, self.notice)
         check_run(config, self.placement)  # memory and shared memory vs the need (issue 32)
-        self.train_problems, self.eval_sets = load_problems(config)
-        self.sinks = MetricSinks(config)
+        self.train_problems, self.eval_sets = load_problems(config.problem_settings())
+        self.sinks = MetricSinks(config.sink_settings())
 
     def _check_resume(self) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
         """The checkpoint to continue from (None: restart the run from step 0, e.g. when it was
@@ -257,15 +258,19 @@ class Trainer:
             model_dir = state["model_dir"]
         else:
             model_dir = initial_model_dir(
-                config, self.out, self.placement.learner_device, self.train_problems, self.notice
+                config.warmup_settings(),
+                self.out,
+                self.placement.learner_device,
+                self.train_problems,
+                self.notice,
             )
         self.tokenizer, self.model = load_policy(
             model_dir, self.placement, config.gradient_checkpointing
         )
-        task = Task(config, self.tokenizer)
+        task = Task(config.task, config.max_prompt_tokens, self.tokenizer)
         self.learner = self._make_learner()
-        self.bounds = BoundTracker.for_run(config, self.tokenizer, self.model)  # or None
-        self.schedule = make_schedule(config, self.schedule_context())
+        self.bounds = BoundTracker.for_run(config.bound_settings(), self.tokenizer, self.model)
+        self.schedule = make_schedule(config.schedule_settings(), self.schedule_context())
         self.step, launches = 0, 0
         if state is not None:
             launches = self._restore(state)
@@ -277,7 +282,7 @@ class Trainer:
             self.scorer = Scorer()
         pad = self.tokenizer.pad_token_id
         self.rollouts = RolloutProducer(
-            config,
+            config.rollout_settings(),
             engine,
             task,
             self.train_problems,
@@ -291,7 +296,9 @@ class Trainer:
         )
         self._prefetched: deque[Rollout] = deque()
         self._launch_budget = 0
-        self.evaluator = Evaluator(config, self.eval_sets, engine, task, self.scorer)
+        self.evaluator = Evaluator(
+            config.evaluation_settings(), self.eval_sets, engine, task, self.scorer
+        )
 
     def _make_learner(self) -> Learner:
         """The optimizer, its warm-up + cosine schedule and the method's learner."""
@@ -370,9 +377,8 @@ class Trainer:
             "engine_factory": getattr(self.engine_factory, "__qualname__", None),
             "placement": repr(self.placement),
         }
-        key = rollout_key(
-            config, initial_policy_key(config, self.placement.learner_device), overrides
-        )
+        initial = initial_policy_key(config.warmup_settings(), self.placement.learner_device)
+        key = rollout_key(asdict(config), initial, overrides)
         return RolloutCache(config.cache_dir, key, notice=self.notice)
 
     def _length_of(self, item: Rollout) -> float:

@@ -430,9 +430,17 @@ def get_schedule(name: str) -> ScheduleSpec:
     return _SCHEDULES.get(name)
 
 
-def make_schedule(settings: Any, context: ScheduleContext | None = None) -> Schedule[Any]:
-    """The schedule `settings.schedule` names, built from the schedule fields of `settings` (a
-    `ScheduleSettings` or a config inheriting it) and the learner's `context`."""
+def make_schedule(
+    settings: ScheduleSettings, context: ScheduleContext | None = None
+) -> Schedule[Any]:
+    """The schedule `settings.schedule` names, built from `settings` (the schedule fields alone:
+    a trainer hands `ScheduleSettings.of(config)`, never its whole config) and the learner's
+    `context`."""
+    if type(settings) is not ScheduleSettings:
+        raise TypeError(
+            f"make_schedule takes a ScheduleSettings (`ScheduleSettings.of(config)`: the schedule "
+            f"fields alone), got a {type(settings).__name__}"
+        )
     spec = get_schedule(settings.schedule)
     schedule = spec.build(settings, context or ScheduleContext())
     if schedule.item != spec.item:

@@ -169,7 +169,9 @@ def test_a_pinned_warm_up_seed_shares_the_initial_policy(tmp_path):
     from llm_runs.cache import initial_policy_key
 
     def key(**values):
-        return initial_policy_key(tiny_config(tmp_path, sft_steps=5, **values), "cpu")
+        return initial_policy_key(
+            tiny_config(tmp_path, sft_steps=5, **values).warmup_settings(), "cpu"
+        )
 
     assert key(seed=1, sft_seed=0) == key(seed=0, sft_seed=0) == key(seed=0)
     assert key(seed=1) != key(seed=0)

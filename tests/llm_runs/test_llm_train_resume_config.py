@@ -163,7 +163,7 @@ def test_delay_counts_learner_updates_with_inner_steps():
     two = dict(num_groups=2, inner_steps=2, checkpoint_every=0)
     cfg = config(Path("unused"), **two, delay=4, total_steps=12)
     trainer = Trainer(cfg, reward_fn=even_first_char, notice=quiet)
-    assert make_schedule(cfg, trainer.schedule_context()).delay == 2
+    assert make_schedule(cfg.schedule_settings(), trainer.schedule_context()).delay == 2
     with pytest.raises(ValueError, match=r"delay=3: must be a multiple of inner_steps=2"):
         config(Path("x"), **two, delay=3, total_steps=12)
     with pytest.raises(ValueError, match=r"delay=12: must be smaller than total_steps=12"):

@@ -85,6 +85,7 @@ from gmc_grpo.staleness import (
     Schedule,
     ScheduleContext,
     ScheduledBatch,
+    ScheduleSettings,
     get_schedule,
     make_schedule,
 )
@@ -366,7 +367,8 @@ class AsyncLearner:
         self._sampler: GroupSampler | None = None
         spec = get_schedule(config.schedule)
         self.schedules: list[Schedule[dict[str, Tensor]]] = [
-            make_schedule(config, self._schedule_context(spec.item, s)) for s in config.seeds
+            make_schedule(ScheduleSettings.of(config), self._schedule_context(spec.item, s))
+            for s in config.seeds
         ]
         # groups per schedule item: whole batches, or one group per worker launch
         self.groups_per_item = self.schedules[0].groups_per_item(config.num_groups)
