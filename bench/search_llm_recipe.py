@@ -55,7 +55,7 @@ BASE_OVERRIDES: dict[str, Any] = {
     "delay": 0,
     "seed": 0,
 }
-#: Stages A1 and A2: each key a `TrainConfig` field (or `arithmetic.<field>`), each value the
+#: Stages A1 and A2: each key a `LLMTrainConfig` field (or `arithmetic.<field>`), each value the
 #: levels tried (group size 8).
 GRIDS: dict[str, dict[str, list[Any]]] = {
     "A1": {

@@ -32,10 +32,13 @@ RENAMED_FIELDS: dict[str, str] = {
 }
 # old field name -> the name that replaced it, read as the new name wherever a config is loaded
 # from a dict (config files, recipes, `--set`, stored run configs and checkpoints): the LLM
-# config's names before the toy and LLM configs shared one set of schedule fields
+# config's names before the toy and LLM configs shared one vocabulary
 FIELD_ALIASES: dict[str, str] = {
     "rollout_prompts": "num_groups",
     "workers": "num_workers",
+    # the LLM config's bound tracker, named as the toy config's (`bound_every`)
+    "track_bounds_every": "bound_every",
+    "track_bounds_samples": "bound_samples",
 }
 # field -> {old value -> the value that replaced it}
 RENAMED_VALUES: dict[str, dict[Any, str]] = {

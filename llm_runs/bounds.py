@@ -7,7 +7,7 @@ KL / log(1 + 2 eps)` for GMC, `KL / c_eps` for TIC), which the parameter drift b
 `O(eta^2 tau^2)`. The learner already logs the removed mass, the capped fraction and the entropy
 of every update (`ratio/removed_mass`, `ratio/capped_frac`, `policy/entropy`), and the lag-0
 engine/learner mismatch (`mismatch/*`, `llm_runs.train`). `BoundTracker` adds the rest
-(`TrainConfig.bound_every = K > 0`; the trainer calls `BoundTracker.measure` once per
+(`LLMTrainConfig.bound_every = K > 0`; the trainer calls `BoundTracker.measure` once per
 update, before the update, and puts the fields into the update's row):
 
 Every update `n` (exact; `tau_b` is group `b`'s lag, the fields are means over the groups):
@@ -175,7 +175,7 @@ class BoundTracker:
         if every < 1 or samples < 1:
             raise ValueError(
                 f"BoundTracker: every={every} and samples={samples} must be >= 1 "
-                "(TrainConfig.bound_every, bound_samples)"
+                "(LLMTrainConfig.bound_every, bound_samples)"
             )
         self.every, self.samples, self.total_steps = every, samples, total_steps
         self.temperature, self.max_tokens = temperature, max_tokens
@@ -209,7 +209,7 @@ class BoundTracker:
             need = versions * 4 * sum(p.numel() for p in model.parameters())
             if need > tracker.max_bytes:
                 raise ValueError(
-                    f"TrainConfig.bound_every={settings.bound_every}: the drift needs "
+                    f"LLMTrainConfig.bound_every={settings.bound_every}: the drift needs "
                     f"{versions} parameter snapshots ({need / 2**30:.1f} GiB, more than "
                     f"{tracker.max_bytes / 2**30:.0f} GiB) at lag {largest_lag}: set it to 0 "
                     "on this model (the learner still logs removed mass, capped fraction, "

@@ -1,11 +1,23 @@
-"""`TrainConfig`: everything `gmc-grpo llm train` needs, each field documented beside it.
+"""`LLMTrainConfig`: everything `gmc-grpo llm train` needs, each field documented beside it.
 
 Paper values carry their source (Appendix B.1 unless said otherwise). The names are the toy
 configs' names for the same settings (`lr`, `total_steps`, `eps`, `clip_low`/`clip_high`,
 `truncation`, `warmup_ratio`, `betas`, `num_groups`, and the schedule fields of
 `gmc_grpo.staleness.ScheduleSettings`); an old name either loads under the new one
-(`rollout_prompts`, `workers`: `gmc_grpo.configs.FIELD_ALIASES`) or gets an error that names it
-(`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`) fill it.
+(`rollout_prompts`, `workers`, `track_bounds_every`, `track_bounds_samples`:
+`gmc_grpo.configs.FIELD_ALIASES`, in recipes, `--set`, stored run configs and checkpoints alike)
+or gets an error that names it (`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`)
+fill it.
+
+`LLMTrainConfig` is the one config a user writes; its parts do not read it. It hands each part
+of `llm_runs.train` its own frozen slice, built by one method each: `placement_settings`
+(`llm_runs.models.resolve_placement`), `warmup_settings` (the initial policy and its cache key),
+`problem_settings` (`llm_runs.rollouts.load_problems`), `rollout_settings`
+(`llm_runs.rollouts.RolloutProducer`), `evaluation_settings` (`llm_runs.evaluator.Evaluator`),
+`bound_settings` (`llm_runs.bounds.BoundTracker`), `sink_settings` (`llm_runs.sinks`),
+`schedule_settings` (`gmc_grpo.staleness.make_schedule`); the learner's
+`llm_runs.learner.LearnerSettings` is built by the trainer. `bench/config_reach.py` measures how
+far the config object itself travels.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ OPTIMIZERS = OPTIMIZER_KINDS
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
 LOGGERS = ("tensorboard", "wandb")
-# `TrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
+# `LLMTrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
 # what a record means. Checkpoints fall between rollout batches and hold every state the next
 # update reads; evaluations sample with their own seeded generators (`llm_runs.evaluator`), so
 # their cadence leaves the training rows unchanged (tested). Any other change is refused unless
@@ -62,12 +74,12 @@ RESUME_FREE_FIELDS = (
     "engine_timeout_seconds",
     "vllm_sleep_mode",
     "preflight_skip",
-    "track_bounds_every",
-    "track_bounds_samples",
+    "bound_every",
+    "bound_samples",
 )
 
 
-# -- the slices: what each part of the trainer reads, built once by `TrainConfig`'s methods ----
+# -- the slices: what each part of the trainer reads, built once by `LLMTrainConfig`'s methods ----
 # Each part of `llm_runs.train` takes its own frozen slice, as the learner takes
 # `llm_runs.learner.LearnerSettings`; the fields keep the config's names (documented there).
 
@@ -100,7 +112,7 @@ class WarmupSettings:
     sft_batch_size: int
     sft_answer_fraction: float
     seed: int
-    """the warm-up's root seed: `sft_seed`, else the run's `run_seed` (`TrainConfig.warmup_seed`)"""
+    """the warm-up's root seed: `sft_seed`, else the run's `run_seed` (`LLMTrainConfig.warmup_seed`)"""
     progress: bool
     cache_dir: str | None
 
@@ -182,7 +194,7 @@ class SinkSettings:
 
 
 @dataclass
-class TrainConfig(ScheduleSettings, MethodSettings):
+class LLMTrainConfig(ScheduleSettings, MethodSettings):
     """One training run of `gmc-grpo llm train` (see `llm_runs.train` for the loop).
 
     The schedule fields `schedule`, `delay`, `lam`, `max_launches`, `num_workers`,
@@ -388,14 +400,16 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """also write each checkpoint's model alone, in the engine's bfloat16, to
     `out/models/step_N/`, kept after the checkpoint itself rotates out: what `gmc-grpo llm eval
     --model RUN --step N` evaluates after training (Figure 2's curve, Table 4's checkpoints)"""
-    track_bounds_every: int = 0
+    bound_every: int = 0
     """measure the quantities of §4.2's chain along the run (`llm_runs.bounds`): the drift
     `||theta_n - theta_{n-tau}||^2` and its pathwise bound at every update, the KL between the
     current and the behavior policy (with its interval) every N updates; 0 disables. Keeps a
     float32 copy of the parameters per learner version in the delay window (refused where they
-    would not fit: large models); the training records are unchanged"""
-    track_bounds_samples: int = 8
-    """responses sampled from the current policy per prompt of the consumed batch for that KL"""
+    would not fit: large models); the training records are unchanged. The toy config's name
+    (old name `track_bounds_every`, read as this one)"""
+    bound_samples: int = 8
+    """responses sampled from the current policy per prompt of the consumed batch for that KL
+    (old name `track_bounds_samples`, read as this one)"""
     log_to: tuple[str, ...] = ()
     """extra metric sinks, "tensorboard" and/or "wandb" (must be installed)"""
     wandb_project: str | None = None
@@ -416,7 +430,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         skip = self.preflight_skip
         names = skip.split(",") if isinstance(skip, str) else skip
         self.preflight_skip = tuple(n.strip() for n in names if n.strip())
-        # every check raises `ValueError("TrainConfig.<field>=<value>: <why>")`, in field order
+        # every check raises `ValueError("LLMTrainConfig.<field>=<value>: <why>")`, in field order
         self._check_run_and_task()
         self._check_batches()
         check_schedule_fields(self, updates_per_batch=self.inner_steps, accepts_callables=False)
@@ -436,7 +450,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         check_seed(self, "seed")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
-                "TrainConfig: give exactly one of model (a local model directory) and tiny_model "
+                "LLMTrainConfig: give exactly one of model (a local model directory) and tiny_model "
                 f"(build a tiny Qwen3), got model={self.model!r}, tiny_model={self.tiny_model!r}"
             )
         try:
@@ -568,10 +582,10 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             )
         if self.keep_checkpoints < 1:
             raise bad("keep_checkpoints", "must be >= 1")
-        if self.track_bounds_every < 0:
-            raise bad("track_bounds_every", "must be >= 0 (0: no bound tracking)")
-        if self.track_bounds_samples < 2:
-            raise bad("track_bounds_samples", "must be >= 2 (the KL's interval needs a spread)")
+        if self.bound_every < 0:
+            raise bad("bound_every", "must be >= 0 (0: no bound tracking)")
+        if self.bound_samples < 2:
+            raise bad("bound_samples", "must be >= 2 (the KL's interval needs a spread)")
         if any(name not in LOGGERS for name in self.log_to):
             raise bad("log_to", f"must be a subset of {LOGGERS}")
         if "wandb" in self.log_to and not self.wandb_project:
@@ -675,8 +689,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     def bound_settings(self) -> BoundSettings:
         """The bound tracker's slice (`BoundSettings`)."""
         return BoundSettings(
-            bound_every=self.track_bounds_every,
-            bound_samples=self.track_bounds_samples,
+            bound_every=self.bound_every,
+            bound_samples=self.bound_samples,
             total_steps=self.total_steps,
             temperature=self.temperature,
             max_completion_tokens=self.max_completion_tokens,

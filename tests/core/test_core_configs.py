@@ -11,11 +11,10 @@ import pytest
 from gmc_grpo.configs import RENAMED_FIELDS, check_field_names, dataclass_from_dict
 from gmc_grpo.schedules import CosineWithWarmup, cosine_lr, warmup_steps_for
 from gmc_grpo.stats import normal_quantile, paired_difference, t_interval, t_quantile
-from llm_runs.config import TrainConfig as LLMTrainConfig
+from llm_runs.config import LLMTrainConfig
 from llm_runs.recipes import config_from_values
 from toy_mdps.sweep.config import SweepConfig
-from toy_mdps.train.config import ExperimentConfig
-from toy_mdps.train.config import TrainConfig as ToyTrainConfig
+from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_an_unknown_check_name_is_refused(tmp_path, two_h100s, capsys):
 
     args, _ = train_args(tmp_path, "--set", "preflight_skip=gpu")
     assert main(args) == 2
-    assert "TrainConfig.preflight_skip" in capsys.readouterr().err
+    assert "LLMTrainConfig.preflight_skip" in capsys.readouterr().err
 
 
 def test_plan_prints_the_need_and_starts_nothing(tmp_path, capsys):

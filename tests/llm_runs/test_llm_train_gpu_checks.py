@@ -140,7 +140,7 @@ def test_reload_api_check():
 
 
 def test_enforce_eager_reaches_the_engine_factory(tmp_path, monkeypatch):
-    """`TrainConfig.vllm_enforce_eager` is passed through the factory (None: decided by the
+    """`LLMTrainConfig.vllm_enforce_eager` is passed through the factory (None: decided by the
     engine, eager on a CPU, CUDA graphs on CUDA)."""
     from llm_train_checks import tiny_config
 

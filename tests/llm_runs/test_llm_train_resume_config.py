@@ -21,7 +21,7 @@ from gmc_grpo.records import RecordSchemaError, read_json, read_jsonl  # noqa: E
 from gmc_grpo.resume import ResumeConfigError, ResumeRequest  # noqa: E402
 from gmc_grpo.staleness import make_schedule  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
 
 BASE = dict(
@@ -42,7 +42,7 @@ BASE = dict(
 )
 
 
-def config(out: Path, **overrides) -> TrainConfig:
+def config(out: Path, **overrides) -> LLMTrainConfig:
     return cpu_config(out, **{**BASE, **overrides})
 
 

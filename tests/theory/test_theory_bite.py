@@ -14,7 +14,7 @@ from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
 from theory.checks_runs import bite_part
 from theory.measured import run_bounds
 from theory.run_evidence import RunEvidence
-from toy_mdps.train.config import ExperimentConfig, TrainConfig, shipped_experiment
+from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig, shipped_experiment
 from toy_mdps.train.run import train
 
 torch.set_num_threads(1)
@@ -110,7 +110,7 @@ def test_verdict_is_one_sided_and_vacuous_above_the_ceiling() -> None:
 
 
 def _tiny_bite_run(path: Path) -> Path:
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         num_prompts=2,
         vocab_size=3,
         max_length=3,
