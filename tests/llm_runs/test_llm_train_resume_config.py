@@ -178,3 +178,27 @@ def test_realised_lags_with_inner_steps_two(tmp_path):
     # warm-up: two batches of the initial policy (updates 0-3), then each batch is consumed
     # 4 updates after the policy that generated it: lags 4, 5 per batch
     assert lags == [0, 1, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5]
+
+
+def test_a_run_stored_under_the_old_bound_names_resumes_under_the_new_ones(finished, tmp_path):
+    """Records written before `track_bounds_*` took the toy config's word (`bound_every`,
+    `bound_samples`) are read back under the new names: the resume compares like with like and
+    reports the change of the new field; a new run writes the new names."""
+    stored = read_json(finished / "config.json")["config"]
+    assert "bound_samples" in stored and "track_bounds_samples" not in stored
+    run = copy_of(finished, tmp_path)
+    files = [run / "config.json", *(p / "state.json" for p in ckpt.list_checkpoints(run).values())]
+    for path in files:
+        payload = read_json(path)
+        old = payload["config"]
+        payload["config"] = {
+            {"bound_every": "track_bounds_every", "bound_samples": "track_bounds_samples"}.get(
+                k, k
+            ): (5 if k == "bound_samples" else v)
+            for k, v in old.items()
+        }
+        path.write_text(json.dumps(payload))
+    trainer = Trainer(config(run, resume=True), notice=quiet)
+    changes = trainer.resume_changes
+    assert changes["bound_samples"] == (5, 8)
+    assert not {"track_bounds_every", "track_bounds_samples", "bound_every"} & set(changes)
