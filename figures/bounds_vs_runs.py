@@ -45,6 +45,7 @@ from figures.common import (
     eval_curve,
     final_eval_step,
     finite,
+    llm_run_seed,
     mean,
     metric_curve,
     moving_average,
@@ -237,7 +238,7 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
     tau4 = _tau4(run, rows, suite)
     point: dict[str, Any] = {
         "run": run.name,
-        "seed": run.config.get("seed"),
+        "seed": None if suite == "toy" else llm_run_seed(run),
         "method": run.method,
         "schedule": run.schedule,
         "pair": (run.schedule, run.delay, run.model),

@@ -36,7 +36,9 @@ RENAMED_FIELDS: dict[str, str] = {
 FIELD_ALIASES: dict[str, str] = {
     "rollout_prompts": "num_groups",
     "workers": "num_workers",
-    # the LLM config's bound tracker, named as the toy config's (`bound_every`)
+    # the LLM config's names of settings the toy config names otherwise (`run_seed`, the root
+    # of a run's random streams; `bound_every`, the bound tracker)
+    "seed": "run_seed",
     "track_bounds_every": "bound_every",
     "track_bounds_samples": "bound_samples",
 }

@@ -4,7 +4,7 @@ Paper values carry their source (Appendix B.1 unless said otherwise). The names 
 configs' names for the same settings (`lr`, `total_steps`, `eps`, `clip_low`/`clip_high`,
 `truncation`, `warmup_ratio`, `betas`, `num_groups`, and the schedule fields of
 `gmc_grpo.staleness.ScheduleSettings`); an old name either loads under the new one
-(`rollout_prompts`, `workers`, `track_bounds_every`, `track_bounds_samples`:
+(`rollout_prompts`, `workers`, `seed`, `track_bounds_every`, `track_bounds_samples`:
 `gmc_grpo.configs.FIELD_ALIASES`, in recipes, `--set`, stored run configs and checkpoints alike)
 or gets an error that names it (`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`)
 fill it.
@@ -112,7 +112,8 @@ class WarmupSettings:
     sft_batch_size: int
     sft_answer_fraction: float
     seed: int
-    """the warm-up's root seed: `sft_seed`, else the run's `run_seed` (`LLMTrainConfig.warmup_seed`)"""
+    """the warm-up's root seed: `sft_seed`, else the run's `run_seed`
+    (`LLMTrainConfig.warmup_seed`)"""
     progress: bool
     cache_dir: str | None
 
@@ -216,10 +217,11 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
     tiny_model: dict[str, Any] | None = None
     """build a tiny random-init Qwen3 (`llm_runs.tiny.build_tiny_qwen3` with these keyword
     arguments) into `out/base_model` instead of reading `model` (CPU demonstration)"""
-    seed: int = 0
+    run_seed: int = 0
     """the root of the run's random streams: the data order, the rollouts' sampling, the warm-up,
     the evaluations, the worker schedule's times (`gmc_grpo.seeding`; the tiny model's weights
-    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`)"""
+    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`). The toy
+    config's name (old name `seed`, read as this one; `--seed` on the command line)"""
     resume: bool = False
     """continue the run in `out` from its newest checkpoint (from step 0 when it was stopped
     before the first one; error when `out` holds no run). The config must be the run's except
@@ -247,9 +249,9 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
     another problem drawn at random (1: the answers; 0: the answer format only, nothing of which
     sum goes with which prompt; `llm_runs.arithmetic.supervised_warmup`)"""
     sft_seed: int | None = None
-    """root seed of the warm-up's batches (stream `llm_warmup`); None: the run's `seed`. A fixed
-    value gives every seed of a suite the same initial policy, as the paper's runs all start
-    from one base model (the seeds then vary the prompt order and the samples only)"""
+    """root seed of the warm-up's batches (stream `llm_warmup`); None: the run's `run_seed`. A
+    fixed value gives every seed of a suite the same initial policy, as the paper's runs all
+    start from one base model (the seeds then vary the prompt order and the samples only)"""
     # -- batches and staleness ---------------------------------------------------------------------
     num_groups: int = PAPER_GROUPS_PER_BATCH
     """`B`, prompts (groups) per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4); the
@@ -447,7 +449,7 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
         bad = self._bad
         if not self.out:
             raise bad("out", "must name the run directory")
-        check_seed(self, "seed")
+        check_seed(self, "run_seed")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
                 "LLMTrainConfig: give exactly one of model (a local model directory) and tiny_model "
@@ -593,8 +595,8 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
 
     @property
     def warmup_seed(self) -> int:
-        """The seed of the supervised warm-up: `sft_seed`, else the run's `seed`."""
-        return self.seed if self.sft_seed is None else self.sft_seed
+        """The seed of the supervised warm-up: `sft_seed`, else the run's `run_seed`."""
+        return self.run_seed if self.sft_seed is None else self.sft_seed
 
     @property
     def minibatch_groups(self) -> int:
@@ -656,7 +658,7 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
     def rollout_settings(self) -> RolloutSettings:
         """The rollout producer's slice (`RolloutSettings`)."""
         return RolloutSettings(
-            run_seed=self.seed,
+            run_seed=self.run_seed,
             task=self.task,
             reward=self.reward,
             num_groups=self.num_groups,
@@ -677,7 +679,7 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
     def evaluation_settings(self) -> EvaluationSettings:
         """The periodic evaluation's slice (`EvaluationSettings`)."""
         return EvaluationSettings(
-            run_seed=self.seed,
+            run_seed=self.run_seed,
             task=self.task,
             eval_decodings=self.eval_decodings,
             eval_samples=self.eval_samples,
@@ -694,7 +696,7 @@ class LLMTrainConfig(ScheduleSettings, MethodSettings):
             total_steps=self.total_steps,
             temperature=self.temperature,
             max_completion_tokens=self.max_completion_tokens,
-            run_seed=self.seed,
+            run_seed=self.run_seed,
             inner_steps=self.inner_steps,
             largest_lag=get_schedule(self.schedule).largest_lag(self.schedule_settings()),
         )

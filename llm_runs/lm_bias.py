@@ -513,6 +513,7 @@ def _mean_log_ratio(
 
 def run_config(run_dir: str | Path) -> Any:
     """The `LLMTrainConfig` a run was trained with (its `config.json`)."""
+    from gmc_grpo.configs import resolve_aliases
     from gmc_grpo.records import read_run_config
     from llm_runs.config import LLMTrainConfig
     from llm_runs.recipes import config_from_values
@@ -530,6 +531,7 @@ def run_config(run_dir: str | Path) -> Any:
             "config): pass --run a folder written by `gmc-grpo llm train`, or --recipe"
         )
     names = {f.name for f in dataclasses.fields(LLMTrainConfig)}
+    stored = resolve_aliases(LLMTrainConfig, stored)  # runs written before a field's rename
     return config_from_values({k: v for k, v in stored.items() if k in names})
 
 

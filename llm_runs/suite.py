@@ -104,7 +104,8 @@ COMPARED: tuple[str, ...] = (
     "sampled_area",
 )
 #: Config fields a suite sets per run; the rest is the suite's base config.
-PER_RUN_FIELDS = ("out", "method", "seed", "delay", "cache_dir", "progress", "resume")
+# (`seed` is `run_seed`'s old name, `gmc_grpo.configs.FIELD_ALIASES`)
+PER_RUN_FIELDS = ("out", "method", "run_seed", "seed", "delay", "cache_dir", "progress", "resume")
 SUITE_FILE = "suite.json"
 
 
@@ -127,7 +128,7 @@ class SuiteConfig:
     `suite_summary.json`, `suite_summary.md`, and the shared `cache/`"""
     base: dict[str, Any]
     """`LLMTrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
-    `seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
+    `run_seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
     seeds: tuple[int, ...]
     """the seeds (>= 2 for an interval; the analysis of one seed is a demonstration)"""
     methods: tuple[str, ...]
@@ -190,7 +191,7 @@ class SuiteConfig:
             **self.base,
             "out": run.out,
             "method": run.method,
-            "seed": run.seed,
+            "run_seed": run.seed,
             "delay": run.delay,
             "progress": False,
         }
@@ -607,7 +608,8 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
         if gaps is not None:  # not finished: its records lack rows (rerun the suite)
             skipped.append(f"{path.name}: {gaps}")
             continue
-        key = (int(config.get("delay", 0)), str(config["method"]), int(config["seed"]))
+        run_seed = config.get("run_seed", config.get("seed"))  # `seed`: runs written before
+        key = (int(config.get("delay", 0)), str(config["method"]), int(run_seed))
         measures[key] = run_measures(record.metrics, record.evals, final_fraction)
         metrics[key] = record.metrics
         runs.append({"run": path.name, "delay": key[0], "method": key[1], "seed": key[2]})

@@ -344,7 +344,7 @@ class Trainer:
             total_updates=config.total_steps,
             length_of=self._length_of,
             length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
-            seed=stream_seed(config.seed, "llm_schedule"),
+            seed=stream_seed(config.run_seed, "llm_schedule"),
         )
 
     def _restore(self, state: dict[str, Any]) -> int:
@@ -395,7 +395,7 @@ class Trainer:
         config, placement = self.config, self.placement
         settings: dict[str, Any] = dict(
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=stream_seed(config.seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
+            seed=stream_seed(config.run_seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
             dtype=placement.engine_dtype,
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             kv_cache_memory_bytes=config.vllm_kv_cache_memory_bytes,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.configs import read_json_config
+from gmc_grpo.configs import read_json_config, resolve_aliases
 from gmc_grpo.fieldchecks import echo, parse_int_list, parse_name_list
 from gmc_grpo.records import NestingError, loads_json
 from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
@@ -61,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_suite_arguments(parser)
     parser.add_argument("--steps", type=int, help="total optimizer updates")
     parser.add_argument(
-        "--seed", type=int, help="seed of the data order, the rollouts and the warm-up"
+        "--seed",
+        type=int,
+        help="run_seed: the root seed of the data order, the rollouts and the warm-up",
     )
     parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
     _add_resume_arguments(parser)
@@ -194,7 +196,7 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
         "method": args.method,
         "delay": args.delay,
         "total_steps": args.steps,
-        "seed": args.seed,
+        "run_seed": args.seed,
         "engine": args.engine,
         "schedule": args.schedule,
         "num_workers": args.workers,
@@ -254,7 +256,7 @@ def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
     seeds = (
         tuple(parse_int_list(args.seeds, "--seeds"))
         if given["seeds"]
-        else (int(values.get("seed", 0)),)
+        else (int(resolve_aliases(LLMTrainConfig, values).get("run_seed", 0)),)
     )
     methods = (
         tuple(parse_name_list(args.methods, "--methods"))

@@ -27,10 +27,10 @@ from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig
     ],
 )
 def test_old_toy_field_names_name_the_new_one(old, new):
-    with pytest.raises(ValueError, match=rf"TrainConfig\.{old} was renamed {new}"):
+    with pytest.raises(ValueError, match=rf"ToyTrainConfig\.{old} was renamed {new}"):
         ToyTrainConfig.from_dict({old: 1})
     with pytest.raises(
-        ValueError, match=rf"ExperimentConfig\.base: TrainConfig\.{old} was renamed"
+        ValueError, match=rf"ExperimentConfig\.base: ToyTrainConfig\.{old} was renamed"
     ):
         ExperimentConfig.from_dict({"base": {old: 1}})
 

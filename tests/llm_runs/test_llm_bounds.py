@@ -128,7 +128,7 @@ def test_kl_estimate_matches_the_enumerated_sequence_kl(two_policies):
 
 
 def test_a_tracked_run_trains_as_an_untracked_one(tmp_path):
-    common = dict(delay=3, total_steps=8, seed=1)
+    common = dict(delay=3, total_steps=8, run_seed=1)
     train(tiny_config(tmp_path / "plain", **common), notice=quiet)
     train(tiny_config(tmp_path / "tracked", bound_every=2, **common), notice=quiet)
     plain = read_jsonl(tmp_path / "plain" / "metrics.jsonl")
@@ -173,5 +173,5 @@ def test_a_pinned_warm_up_seed_shares_the_initial_policy(tmp_path):
             tiny_config(tmp_path, sft_steps=5, **values).warmup_settings(), "cpu"
         )
 
-    assert key(seed=1, sft_seed=0) == key(seed=0, sft_seed=0) == key(seed=0)
-    assert key(seed=1) != key(seed=0)
+    assert key(run_seed=1, sft_seed=0) == key(run_seed=0, sft_seed=0) == key(run_seed=0)
+    assert key(run_seed=1) != key(run_seed=0)

@@ -1,7 +1,8 @@
 """The LLM config hands each part of the trainer its own frozen slice (issue 33), and the
-settings it shares with the toy config carry the toy config's word: the old LLM names
-(`track_bounds_every`, `track_bounds_samples`) are read as the new ones in recipes and `--set`
-(the stored records' direction is tested in `test_llm_train_resume_config.py`)."""
+settings it shares with the toy config carry the toy config's word: the old LLM names (`seed`,
+`track_bounds_every`, `track_bounds_samples`) are read as the new ones in recipes and `--set`
+(the stored records' direction is tested in `test_llm_train_resume_config.py`, figures and
+suites reading `seed` in `test_llm_suite.py` and `tests/figures`)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ SLICES = {
     "sink_settings": SinkSettings,
 }
 # slice fields that are not a config field of the same name, and what they hold
-DERIVED = {"run_seed", "seed", "method_settings", "largest_lag", "record", "eval_benchmarks"}
+DERIVED = {"seed", "method_settings", "largest_lag", "record", "eval_benchmarks"}
 
 
 def tiny(tmp_path, **values) -> LLMTrainConfig:
@@ -41,7 +42,7 @@ def tiny(tmp_path, **values) -> LLMTrainConfig:
 
 
 def test_every_slice_is_frozen_and_carries_the_config_values_under_their_names(tmp_path):
-    config = tiny(tmp_path, delay=2, eval_every=5, bound_every=3, temperature=0.7)
+    config = tiny(tmp_path, delay=2, eval_every=5, bound_every=3, temperature=0.7, run_seed=4)
     for method, cls in SLICES.items():
         part = getattr(config, method)()
         assert type(part) is cls
@@ -51,7 +52,7 @@ def test_every_slice_is_frozen_and_carries_the_config_values_under_their_names(t
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(part, dataclasses.fields(part)[0].name, None)
     rollouts = config.rollout_settings()
-    assert rollouts.run_seed == config.seed
+    assert rollouts.run_seed == config.run_seed
     assert rollouts.method_settings == config.method_settings()
     assert config.warmup_settings().seed == config.warmup_seed
     assert config.bound_settings().largest_lag == 2  # the fixed delay's D
@@ -72,7 +73,11 @@ def test_make_schedule_takes_the_schedule_settings_not_the_config(tmp_path):
 
 @pytest.mark.parametrize(
     ("old", "new", "value"),
-    [("track_bounds_every", "bound_every", 4), ("track_bounds_samples", "bound_samples", 5)],
+    [
+        ("seed", "run_seed", 3),
+        ("track_bounds_every", "bound_every", 4),
+        ("track_bounds_samples", "bound_samples", 5),
+    ],
 )
 def test_old_names_in_a_recipe_and_in_set_are_read_as_the_new_ones(tmp_path, old, new, value):
     recipe = {**load_recipe("tiny"), "out": str(tmp_path / "r"), old: value}
@@ -83,3 +88,16 @@ def test_old_names_in_a_recipe_and_in_set_are_read_as_the_new_ones(tmp_path, old
     config = config_from_args(args)
     assert getattr(config, new) == value
     assert old not in dataclasses.asdict(config)  # written under the new name
+
+
+def test_the_seed_flag_sets_run_seed_and_a_recipe_seed_seeds_a_suite(tmp_path):
+    from llm_runs.train_cli import suite_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["--recipe", "tiny", "--seed", "7", "--out", "x"])
+    assert config_from_args(args).run_seed == 7
+    recipe = tmp_path / "old.json"
+    recipe.write_text('{"config": {"tiny_model": {"seed": 0}, "seed": 2}}')
+    args = parser.parse_args(["--recipe", str(recipe), "--methods", "gmc", "--out", "x"])
+    assert suite_from_args(args).seeds == (2,)  # the old name, read as run_seed

@@ -180,25 +180,31 @@ def test_realised_lags_with_inner_steps_two(tmp_path):
     assert lags == [0, 1, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5]
 
 
-def test_a_run_stored_under_the_old_bound_names_resumes_under_the_new_ones(finished, tmp_path):
-    """Records written before `track_bounds_*` took the toy config's word (`bound_every`,
-    `bound_samples`) are read back under the new names: the resume compares like with like and
-    reports the change of the new field; a new run writes the new names."""
+# the LLM config's names before they took the toy config's words (issue 33)
+OLD_NAMES = {
+    "run_seed": "seed",
+    "bound_every": "track_bounds_every",
+    "bound_samples": "track_bounds_samples",
+}
+
+
+def test_a_run_stored_under_the_old_names_resumes_under_the_new_ones(finished, tmp_path):
+    """Records written before `seed` and `track_bounds_*` took the toy config's words
+    (`run_seed`, `bound_every`, `bound_samples`) are read back under the new names: the resume
+    compares like with like (the seed, which may not change, included) and reports the change of
+    the new field; a new run writes the new names."""
     stored = read_json(finished / "config.json")["config"]
-    assert "bound_samples" in stored and "track_bounds_samples" not in stored
+    assert set(OLD_NAMES) <= set(stored) and not set(OLD_NAMES.values()) & set(stored)
     run = copy_of(finished, tmp_path)
     files = [run / "config.json", *(p / "state.json" for p in ckpt.list_checkpoints(run).values())]
     for path in files:
         payload = read_json(path)
         old = payload["config"]
         payload["config"] = {
-            {"bound_every": "track_bounds_every", "bound_samples": "track_bounds_samples"}.get(
-                k, k
-            ): (5 if k == "bound_samples" else v)
-            for k, v in old.items()
+            OLD_NAMES.get(k, k): (5 if k == "bound_samples" else v) for k, v in old.items()
         }
         path.write_text(json.dumps(payload))
     trainer = Trainer(config(run, resume=True), notice=quiet)
     changes = trainer.resume_changes
     assert changes["bound_samples"] == (5, 8)
-    assert not {"track_bounds_every", "track_bounds_samples", "bound_every"} & set(changes)
+    assert not {*OLD_NAMES.values(), "run_seed", "bound_every"} & set(changes)
