@@ -51,7 +51,7 @@ def test_old_sweep_field_name_names_the_new_one():
     ],
 )
 def test_old_llm_field_names_name_the_new_one(old, new):
-    with pytest.raises(ValueError, match=rf"TrainConfig\.{old} was renamed {new}"):
+    with pytest.raises(ValueError, match=rf"LLMTrainConfig\.{old} was renamed {new}"):
         config_from_values({"out": "runs/x", "model": "m", old: 0.3})
 
 
