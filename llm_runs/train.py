@@ -14,6 +14,12 @@
 |                      | `llm_runs.sinks`        | TensorBoard, W&B                                   |
 | command line         | `llm_runs.train_cli`    | `gmc-grpo llm train`                               |
 
+Each part takes its own frozen slice of the config, built once by one `LLMTrainConfig` method
+(`placement_settings`, `warmup_settings`, `problem_settings`, `rollout_settings`,
+`evaluation_settings`, `bound_settings`, `sink_settings`, `schedule_settings`; the learner's
+`LearnerSettings` is built here): only the trainer and the preflight's memory plan read the
+config whole (`bench/config_reach.py` measures it).
+
 The loop: the schedule asks the producer for launches of the current policy when it needs them
 and hands back the batch to consume (fixed delay `D`: the one generated `D` updates ago;
 length-coupled: the earliest ready one); the batch is split into `inner_steps` minibatches of
