@@ -101,3 +101,21 @@ def test_the_seed_flag_sets_run_seed_and_a_recipe_seed_seeds_a_suite(tmp_path):
     recipe.write_text('{"config": {"tiny_model": {"seed": 0}, "seed": 2}}')
     args = parser.parse_args(["--recipe", str(recipe), "--methods", "gmc", "--out", "x"])
     assert suite_from_args(args).seeds == (2,)  # the old name, read as run_seed
+
+
+def test_figures_group_llm_runs_by_their_seed_under_either_name(tmp_path):
+    """A suite's runs written under the new name (`run_seed`) and the old one (`seed`) are the
+    seeds of one setting for the figures (`figures.common.pick_seed_runs`)."""
+    from figures.common import llm_run_seed, pick_seed_runs
+    from figures.discover import Run
+    from gmc_grpo.records import RunRecord
+
+    base = {"method": "gmc", "delay": 2, "inner_steps": 1}
+    runs = [
+        Run(
+            RunRecord(tmp_path / "a", {"config": {**base, "run_seed": 1, "out": "a"}}), "llm_train"
+        ),
+        Run(RunRecord(tmp_path / "b", {"config": {**base, "seed": 0, "out": "b"}}), "llm_train"),
+    ]
+    assert [llm_run_seed(run) for run in runs] == [1, 0]
+    assert [run.name for run in pick_seed_runs(runs, [], "cell")] == ["b", "a"]
