@@ -1,6 +1,6 @@
 """Toy learner: `S` seeds together (one `AsyncLearner`) vs the same seeds one by one, in one run.
 
-Both arms run the same `TrainConfig` (GMC, Adam; fixed delay D = 16 unless `--schedule`) for
+Both arms run the same `ToyTrainConfig` (GMC, Adam; fixed delay D = 16 unless `--schedule`) for
 `--steps` learner steps, learner construction included (what running the seeds costs), and end
 in the same parameters: seed `s` of the vectorised run equals the one-seed run of `s` bit for bit
 (checked every round). The arms alternate over `--rounds` rounds, so a change of load on a
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner
 
 MDPS = {
@@ -37,7 +37,7 @@ SCHEDULES = {
 }
 
 
-def _run(config: TrainConfig, steps: int) -> tuple[float, float, torch.Tensor]:
+def _run(config: ToyTrainConfig, steps: int) -> tuple[float, float, torch.Tensor]:
     """`(cpu seconds, wall seconds, final theta)` of one learner built and run for `steps`."""
     cpu, wall = time.process_time(), time.perf_counter()
     learner = AsyncLearner(config)
@@ -47,10 +47,10 @@ def _run(config: TrainConfig, steps: int) -> tuple[float, float, torch.Tensor]:
 
 
 def _round(base: dict[str, Any], seeds: list[int], steps: int) -> dict[str, float]:
-    cpu_vec, wall_vec, theta = _run(TrainConfig(**base, seeds=seeds), steps)
+    cpu_vec, wall_vec, theta = _run(ToyTrainConfig(**base, seeds=seeds), steps)
     cpu_loop = wall_loop = 0.0
     for i, s in enumerate(seeds):
-        cpu, wall, single = _run(TrainConfig(**base, seeds=[s]), steps)
+        cpu, wall, single = _run(ToyTrainConfig(**base, seeds=[s]), steps)
         cpu_loop, wall_loop = cpu_loop + cpu, wall_loop + wall
         if not torch.equal(single[0], theta[i]):
             raise AssertionError(f"seed {s}: the vectorised and the one-seed runs differ")
@@ -81,7 +81,7 @@ def main() -> None:
     table = []
     for label, mdp in MDPS.items():
         base = dict(mdp, method=args.method, total_steps=args.steps, **SCHEDULES[args.schedule])
-        _run(TrainConfig(**base, seeds=seeds[:2]), 2)  # warm-up (imports, allocator)
+        _run(ToyTrainConfig(**base, seeds=seeds[:2]), 2)  # warm-up (imports, allocator)
         rounds = [_round(base, seeds, args.steps) for _ in range(args.rounds)]
         median = {k: statistics.median(r[k] for r in rounds) for k in rounds[0]}
         cpu_ratios = [r["cpu_loop"] / r["cpu_vec"] for r in rounds]

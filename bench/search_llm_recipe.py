@@ -53,9 +53,9 @@ BASE_OVERRIDES: dict[str, Any] = {
     "checkpoint_every": 0,
     "method": "grpo",
     "delay": 0,
-    "seed": 0,
+    "run_seed": 0,
 }
-#: Stages A1 and A2: each key a `TrainConfig` field (or `arithmetic.<field>`), each value the
+#: Stages A1 and A2: each key a `LLMTrainConfig` field (or `arithmetic.<field>`), each value the
 #: levels tried (group size 8).
 GRIDS: dict[str, dict[str, list[Any]]] = {
     "A1": {
@@ -286,7 +286,7 @@ def run_values(setting: dict[str, Any], method: str, delay: int, seed: int, out:
         arithmetic["num_train"] = int(0.8 * pool)
         arithmetic["num_eval"] = pool - arithmetic["num_train"]
     values["arithmetic"] = arithmetic
-    values.update(method=method, delay=delay, seed=seed, progress=False)
+    values.update(method=method, delay=delay, run_seed=seed, progress=False)
     name = f"{setting_name(setting)}__{method}_d{delay}_seed{seed}"
     values["out"] = str(out / "runs" / name)
     values["cache_dir"] = str(out / "cache")

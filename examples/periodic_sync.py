@@ -8,7 +8,7 @@ learner consumes them one per update while it moves on. The lags then cycle `0, 
 tracks) and hands out whole batches.
 
 Importing this module registers the schedule; then `schedule="periodic_sync"` works in the toy
-learner and the LLM learner (`TrainConfig.schedule`) without any other change. On the command
+learner and the LLM learner (`LLMTrainConfig.schedule`) without any other change. On the command
 line, name the module in `GMC_GRPO_SCHEDULES`:
 
     GMC_GRPO_SCHEDULES=examples.periodic_sync gmc-grpo toy train --schedule periodic_sync --delay 3

@@ -11,7 +11,7 @@ Prop. 1's second-moment bound applies (`class_cap`). It removes more mass than G
 removed-mass bound is not claimed (`removed_mass_bound` stays None).
 
 Importing this module registers the method; then `method="soft_gmc"` works in the toy sweep
-(`SweepConfig.methods`), the toy learner and the LLM learner (`TrainConfig.method`), and the
+(`SweepConfig.methods`), the toy learner and the LLM learner (`LLMTrainConfig.method`), and the
 figures draw it. On the command line, name the module in `GMC_GRPO_METHODS`:
 
     GMC_GRPO_METHODS=examples.soft_gmc gmc-grpo toy train --method soft_gmc --delay 16

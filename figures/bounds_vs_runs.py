@@ -17,7 +17,7 @@ the mean removed mass and capped fraction, the mean KL(pi_theta || mu) with a 95
 interval (10 contiguous blocks, Student t), the removed-mass bound `KL / log(1+2 eps)` (GMC) or
 `KL / c_eps` (TIC) from `theory.bounds.removed_mass_bound`, and the step at which the smoothed
 entropy stabilises (`stabilisation_step`). The KL is the toy's exact one, else the bound
-tracker's (`bounds/kl_estimate`, `llm_runs.bounds`: responses sampled at `theta_n`, the exact
+tracker's (`bounds/kl_estimate`, `llm_runs.bound_tracking`: responses sampled at `theta_n`, the exact
 per-token KL summed), else the learner's `ratio/kl_estimate` on the behavior samples. LLM runs
 with the bound tracker add the mean drift `||theta_n - theta_{n-tau}||^2` beside its pathwise
 bound `tau sum ||step||^2` (steps 3-4 of §4.2: measured, with the smallest `L` of Assumption 1
@@ -60,6 +60,7 @@ from figures.common import (
     eval_curve,
     final_eval_step,
     finite,
+    llm_run_seed,
     mean,
     metric_curve,
     panel_axes,
@@ -77,7 +78,7 @@ from figures.style import (
 from gmc_grpo.defaults import PAPER_EPS
 
 TRACKED_KL = "bounds/kl_estimate"
-"""the bound tracker's KL (`llm_runs.bounds`: sampled at theta_n, exact per-token KL summed),
+"""the bound tracker's KL (`llm_runs.bound_tracking`: sampled at theta_n, exact per-token KL summed),
 preferred to the learner's `ratio/kl_estimate` on the behavior samples where a run has it"""
 MISMATCH_KEYS = ("mismatch/trajectory_abs_mean", "mismatch/logprob_abs_mean")
 """the lag-0 engine/learner mismatch, in order of preference: per trajectory `|s_i|`
@@ -160,14 +161,14 @@ def _point(run: Run, suite: str, eps: float) -> dict[str, Any]:
 
     rows = _steady(run, suite)
     exact = suite == "toy" or any(finite(r.get("ratio/kl_exact")) for r in rows)
-    tracked = any(finite(r.get(TRACKED_KL)) for r in rows)  # `llm_runs.bounds`
+    tracked = any(finite(r.get(TRACKED_KL)) for r in rows)  # `llm_runs.bound_tracking`
     kl_key = "ratio/kl_exact" if exact else TRACKED_KL if tracked else "ratio/kl_estimate"
     kl_values = [float(r[kl_key]) for r in rows if finite(r.get(kl_key))]
     interval = batch_means_interval(kl_values)
     tau4 = _tau4(run, rows, suite)
     point: dict[str, Any] = {
         "run": run.name,
-        "seed": run.config.get("seed"),
+        "seed": None if suite == "toy" else llm_run_seed(run),
         "method": run.method,
         "schedule": run.schedule,
         "pair": (run.schedule, run.delay, run.model),

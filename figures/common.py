@@ -207,7 +207,8 @@ def pick_run(candidates: Sequence[Run], notes: list[str], cell: str) -> Run | No
 
 
 #: Config fields that differ between the seeds of one setting (or say nothing about it).
-SEED_FIELDS = frozenset({"seed", "out", "cache_dir", "progress", "resume"})
+# an LLM run's seed is `run_seed` (`seed` in runs written before the rename)
+SEED_FIELDS = frozenset({"run_seed", "seed", "out", "cache_dir", "progress", "resume"})
 
 
 def setting_key(run: Run) -> str:
@@ -219,13 +220,19 @@ def setting_key(run: Run) -> str:
     return json.dumps(config, sort_keys=True, default=str)
 
 
+def llm_run_seed(run: Run) -> Any:
+    """An LLM run's seed: its config's `run_seed`, or `seed` in runs written before the rename
+    (`gmc_grpo.configs.FIELD_ALIASES`); None when it has neither."""
+    return run.config.get("run_seed", run.config.get("seed"))
+
+
 def pick_seed_runs(candidates: Sequence[Run], notes: list[str], cell: str) -> list[Run]:
     """The runs of one cell: the seeds of one setting (runs with the same config but for the
     seed), one run per seed (the longest), sorted by seed. With several settings, the one with the
     most seeds (then the most metrics rows) is used and the others are noted."""
     groups: dict[str, dict[Any, list[Run]]] = {}
     for run in candidates:
-        groups.setdefault(setting_key(run), {}).setdefault(run.config.get("seed"), []).append(run)
+        groups.setdefault(setting_key(run), {}).setdefault(llm_run_seed(run), []).append(run)
     if not groups:
         return []
     chosen = []

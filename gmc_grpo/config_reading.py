@@ -32,10 +32,15 @@ RENAMED_FIELDS: dict[str, str] = {
 }
 # old field name -> the name that replaced it, read as the new name wherever a config is loaded
 # from a dict (config files, recipes, `--set`, stored run configs and checkpoints): the LLM
-# config's names before the toy and LLM configs shared one set of schedule fields
+# config's names before the toy and LLM configs shared one vocabulary
 FIELD_ALIASES: dict[str, str] = {
     "rollout_prompts": "num_groups",
     "workers": "num_workers",
+    # the LLM config's names of settings the toy config names otherwise (`run_seed`, the root
+    # of a run's random streams; `bound_every`, the bound tracker)
+    "seed": "run_seed",
+    "track_bounds_every": "bound_every",
+    "track_bounds_samples": "bound_samples",
 }
 # field -> {old value -> the value that replaced it}
 RENAMED_VALUES: dict[str, dict[Any, str]] = {

@@ -1,8 +1,8 @@
 """The range rules every config and command line shares: counts, run lengths, seeds, finite
 numbers, thread counts, and the comma-separated lists the flags parse.
 
-One rule per kind of value, used by the toy `TrainConfig` (and through it the experiment grids),
-the toy `SweepConfig`, the LLM `TrainConfig`, the LLM `SuiteConfig`, `EvalConfig`, the schedule
+One rule per kind of value, used by `ToyTrainConfig` (and through it the experiment grids),
+the toy `SweepConfig`, `LLMTrainConfig`, the LLM `SuiteConfig`, `EvalConfig`, the schedule
 fields (`gmc_grpo.staleness.check_schedule_fields`) and the flag parsers of `gmc-grpo toy`,
 `gmc-grpo llm` and `gmc-grpo theory`: the two learners refuse the same values with the same words,
 and a value a config file may not hold cannot come in through a flag either. Every refusal is a

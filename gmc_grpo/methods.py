@@ -77,8 +77,8 @@ TRAJECTORY_LOSSES: tuple[str, ...] = ("is", "tic", "gmc", "vcpo")
 class MethodSettings:
     """The methods' constants, under the names every config uses (toy and LLM alike).
 
-    The training configs inherit these fields (`toy_mdps.train.config.TrainConfig`,
-    `llm_runs.config.TrainConfig`), so each is declared and documented once; the hooks receive
+    The training configs inherit these fields (`toy_mdps.train.config.ToyTrainConfig`,
+    `llm_runs.config.LLMTrainConfig`), so each is declared and documented once; the hooks receive
     a `MethodSettings` (`MethodSettings.of(config)`).
     """
 

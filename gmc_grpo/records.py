@@ -120,7 +120,7 @@ METRIC_NAMES: dict[str, str] = {
     # (95%). The two LLM descriptions below still say `llm_runs.bounds` (now
     # `llm_runs.bound_tracking`): the LLM trainer writes these texts into `config.json`.
     "bounds/log_coverage": "toy: log C_n = -min_{s,a} log pi_theta_n(a|s) over every state",
-    "bounds/drift_sq": "toy, LLM (track_bounds_every): ||theta_n - theta_{n-tau}||^2 to the "
+    "bounds/drift_sq": "toy, LLM (bound_every): ||theta_n - theta_{n-tau}||^2 to the "
     "batch's behavior parameters (mean over its groups)",
     "bounds/drift_path": "LLM: tau sum_{k=n-tau}^{n-1} ||theta_{k+1} - theta_k||^2, the drift's "
     "pathwise (Cauchy-Schwarz) bound (llm_runs.bounds)",

@@ -7,7 +7,7 @@ KL / log(1 + 2 eps)` for GMC, `KL / c_eps` for TIC), which the parameter drift b
 `O(eta^2 tau^2)`. The learner already logs the removed mass, the capped fraction and the entropy
 of every update (`ratio/removed_mass`, `ratio/capped_frac`, `policy/entropy`), and the lag-0
 engine/learner mismatch (`mismatch/*`, `llm_runs.train`). `BoundTracker` adds the rest
-(`TrainConfig.track_bounds_every = K > 0`; the trainer calls `BoundTracker.measure` once per
+(`LLMTrainConfig.bound_every = K > 0`; the trainer calls `BoundTracker.measure` once per
 update, before the update, and puts the fields into the update's row):
 
 Every update `n` (exact; `tau_b` is group `b`'s lag, the fields are means over the groups):
@@ -22,7 +22,7 @@ Every `K` updates and at the last one:
 
 - `bounds/kl_estimate`, `_lo`, `_hi`: `(1/B) sum_b KL(pi_theta_n(. | x_b) || pi_theta_{n - tau_b}
   (. | x_b))`, the sequence-level KL (nats per response) over the consumed batch's prompts, with
-  its 95% interval. Estimated from `track_bounds_samples` responses per prompt sampled from
+  its 95% interval. Estimated from `bound_samples` responses per prompt sampled from
   `pi_theta_n` (the learner's model, at the run's temperature, top-p 1): each response
   contributes `sum_t KL(pi_theta_n(. | h_t) || pi_theta_{n-tau}(. | h_t))`, the exact KL of the
   two next-token distributions at each prefix `h_t` of the response (full vocabulary), summed
@@ -56,15 +56,17 @@ import copy
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from gmc_grpo.seeding import torch_generator
-from gmc_grpo.staleness import get_schedule
 from gmc_grpo.stats import t_quantile
 from llm_runs.engines.hf import eos_token_ids
+
+if TYPE_CHECKING:
+    from llm_runs.config import BoundSettings
 
 #: the most bytes of parameter snapshots the tracker keeps (see the module docstring)
 MAX_SNAPSHOT_BYTES = 4 * 2**30
@@ -173,7 +175,7 @@ class BoundTracker:
         if every < 1 or samples < 1:
             raise ValueError(
                 f"BoundTracker: every={every} and samples={samples} must be >= 1 "
-                "(TrainConfig.track_bounds_every, track_bounds_samples)"
+                "(LLMTrainConfig.bound_every, bound_samples)"
             )
         self.every, self.samples, self.total_steps = every, samples, total_steps
         self.temperature, self.max_tokens = temperature, max_tokens
@@ -184,28 +186,30 @@ class BoundTracker:
         self._behavior: torch.nn.Module | None = None
 
     @classmethod
-    def for_run(cls, config: Any, tokenizer: Any, model: torch.nn.Module) -> BoundTracker | None:
-        """The tracker of a `TrainConfig` (None when `track_bounds_every` is 0); refuses a fixed
-        delay whose snapshots would not fit in `MAX_SNAPSHOT_BYTES`."""
-        if not config.track_bounds_every:
+    def for_run(
+        cls, settings: BoundSettings, tokenizer: Any, model: torch.nn.Module
+    ) -> BoundTracker | None:
+        """The tracker of a run's `BoundSettings` (None when `bound_every` is 0); refuses a
+        fixed delay whose snapshots would not fit in `MAX_SNAPSHOT_BYTES`."""
+        if not settings.bound_every:
             return None
         tracker = cls(
-            every=config.track_bounds_every,
-            samples=config.track_bounds_samples,
-            total_steps=config.total_steps,
-            temperature=config.temperature,
-            max_tokens=config.max_completion_tokens,
+            every=settings.bound_every,
+            samples=settings.bound_samples,
+            total_steps=settings.total_steps,
+            temperature=settings.temperature,
+            max_tokens=settings.max_completion_tokens,
             eos_ids=sorted(eos_token_ids(tokenizer, model)),
-            seed=config.seed,
+            seed=settings.run_seed,
             max_bytes=MAX_SNAPSHOT_BYTES,
         )
-        largest_lag = get_schedule(config.schedule).largest_lag(config)
+        largest_lag = settings.largest_lag
         if largest_lag is not None:  # known before the run (a fixed delay): refuse early
-            versions = largest_lag + config.inner_steps + 1
+            versions = largest_lag + settings.inner_steps + 1
             need = versions * 4 * sum(p.numel() for p in model.parameters())
             if need > tracker.max_bytes:
                 raise ValueError(
-                    f"TrainConfig.track_bounds_every={config.track_bounds_every}: the drift needs "
+                    f"LLMTrainConfig.bound_every={settings.bound_every}: the drift needs "
                     f"{versions} parameter snapshots ({need / 2**30:.1f} GiB, more than "
                     f"{tracker.max_bytes / 2**30:.0f} GiB) at lag {largest_lag}: set it to 0 "
                     "on this model (the learner still logs removed mass, capped fraction, "
@@ -261,7 +265,7 @@ class BoundTracker:
             raise RuntimeError(
                 f"the bound tracker's parameter snapshots reached {used / 2**30:.1f} GiB (more "
                 f"than {self.max_bytes / 2**30:.0f} GiB) at step {step}: the lags are too large "
-                "for this model; rerun with track_bounds_every=0"
+                "for this model; rerun with bound_every=0"
             )
 
     def _prune(self, oldest: int) -> None:

@@ -208,7 +208,7 @@ def save_checkpoint(
 ) -> Path:
     """Write the checkpoint of `step` atomically; keep the newest `keep` checkpoints.
 
-    `config`: the run's `TrainConfig` as a dict, stored in `state.json` (a resume compares it
+    `config`: the run's `LLMTrainConfig` as a dict, stored in `state.json` (a resume compares it
     with its own, `gmc_grpo.resume`). `model_copy_dtype`: also write the model alone, cast to
     this dtype, to `run_dir/models/step_<step>/` (`save_model_copy`; kept by the rotation).
     """
@@ -274,7 +274,7 @@ def save_model_copy(
 
 
 def checkpoint_config(path: str | Path) -> dict[str, Any] | None:
-    """The `TrainConfig` dict a checkpoint folder was written with (None for checkpoints of
+    """The `LLMTrainConfig` dict a checkpoint folder was written with (None for checkpoints of
     gmc-grpo versions that did not store it)."""
     config = read_json(Path(path) / "state.json").get("config")
     return config if isinstance(config, dict) else None

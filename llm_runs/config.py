@@ -1,16 +1,28 @@
-"""`TrainConfig`: everything `gmc-grpo llm train` needs, each field documented beside it.
+"""`LLMTrainConfig`: everything `gmc-grpo llm train` needs, each field documented beside it.
 
 Paper values carry their source (Appendix B.1 unless said otherwise). The names are the toy
 configs' names for the same settings (`lr`, `total_steps`, `eps`, `clip_low`/`clip_high`,
 `truncation`, `warmup_ratio`, `betas`, `num_groups`, and the schedule fields of
 `gmc_grpo.staleness.ScheduleSettings`); an old name either loads under the new one
-(`rollout_prompts`, `workers`: `gmc_grpo.configs.FIELD_ALIASES`) or gets an error that names it
-(`gmc_grpo.configs.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`) fill it.
+(`rollout_prompts`, `workers`, `seed`, `track_bounds_every`, `track_bounds_samples`:
+`gmc_grpo.config_reading.FIELD_ALIASES`, in recipes, `--set`, stored run configs and checkpoints alike)
+or gets an error that names it (`gmc_grpo.config_reading.RENAMED_FIELDS`). Recipes (`llm_runs.recipes`)
+fill it.
+
+`LLMTrainConfig` is the one config a user writes; its parts do not read it. It hands each part
+of `llm_runs.train` its own frozen slice, built by one method each: `placement_settings`
+(`llm_runs.models.resolve_placement`), `warmup_settings` (the initial policy and its cache key),
+`problem_settings` (`llm_runs.rollouts.load_problems`), `rollout_settings`
+(`llm_runs.rollouts.RolloutProducer`), `evaluation_settings` (`llm_runs.evaluation.during_training.Evaluator`),
+`bound_settings` (`llm_runs.bound_tracking.BoundTracker`), `sink_settings` (`llm_runs.sinks`),
+`schedule_settings` (`gmc_grpo.staleness.make_schedule`); the learner's
+`llm_runs.learner.LearnerSettings` is built by the trainer. `bench/config_reach.py` measures how
+far the config object itself travels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gmc_grpo.config_reading import check_choice, config_error
@@ -29,7 +41,7 @@ from gmc_grpo.methods import (
     get_method,
     method_names,
 )
-from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields
+from gmc_grpo.staleness import ScheduleSettings, check_schedule_fields, get_schedule
 from llm_runs.choices import LEARNER_DTYPES, OPTIMIZER_KINDS, SCORE_NORM_MODES
 from llm_runs.engines.factory import DTYPES as ENGINE_DTYPES
 from llm_runs.engines.factory import ENGINES
@@ -42,9 +54,9 @@ OPTIMIZERS = OPTIMIZER_KINDS
 BEHAVIOR_SOURCES = ("engine", "learner")
 DECODINGS = ("greedy", "sampled")
 LOGGERS = ("tensorboard", "wandb")
-# `TrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
+# `LLMTrainConfig` fields a resumed run may change (`--resume`): they alter neither an update nor
 # what a record means. Checkpoints fall between rollout batches and hold every state the next
-# update reads; evaluations sample with their own seeded generators (`llm_runs.evaluator`), so
+# update reads; evaluations sample with their own seeded generators (`llm_runs.evaluation.during_training`), so
 # their cadence leaves the training rows unchanged (tested). Any other change is refused unless
 # asked for: `--extend-to N` (total_steps) or `--allow-config-change FIELD` (`gmc_grpo.resume`).
 RESUME_FREE_FIELDS = (
@@ -62,13 +74,128 @@ RESUME_FREE_FIELDS = (
     "engine_timeout_seconds",
     "vllm_sleep_mode",
     "preflight_skip",
-    "track_bounds_every",
-    "track_bounds_samples",
+    "bound_every",
+    "bound_samples",
 )
 
 
+# -- the slices: what each part of the trainer reads, built once by `LLMTrainConfig`'s methods ----
+# Each part of `llm_runs.train` takes its own frozen slice, as the learner takes
+# `llm_runs.learner.LearnerSettings`; the fields keep the config's names (documented there).
+
+
+@dataclass(frozen=True)
+class PlacementSettings:
+    """Where the learner and the engine run (`llm_runs.models.resolve_placement`)."""
+
+    layout: str
+    learner_device: str
+    engine_device: str
+    learner_dtype: str
+    engine_dtype: str
+    engine: str
+    engine_process: bool | None
+    vllm_sleep_mode: bool | None
+
+
+@dataclass(frozen=True)
+class WarmupSettings:
+    """The initial policy: the model directory or a tiny model, and the supervised warm-up on it
+    (`llm_runs.models.initial_model_dir`, keyed by `llm_runs.cache.initial_policy_key`)."""
+
+    model: str | None
+    tiny_model: dict[str, Any] | None
+    task: str
+    arithmetic: dict[str, Any]
+    sft_steps: int
+    sft_lr: float
+    sft_batch_size: int
+    sft_answer_fraction: float
+    seed: int
+    """the warm-up's root seed: `sft_seed`, else the run's `run_seed`
+    (`LLMTrainConfig.warmup_seed`)"""
+    progress: bool
+    cache_dir: str | None
+
+
+@dataclass(frozen=True)
+class ProblemSettings:
+    """The training pool and the evaluation sets (`llm_runs.rollouts.load_problems`)."""
+
+    task: str
+    arithmetic: dict[str, Any]
+    data_dir: str | None
+    eval_benchmarks: tuple[str, ...]
+    """the benchmarks to load: the config's `eval_benchmarks` when `eval_every > 0`, else none"""
+    eval_limit: int | None
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What the rollout producer reads (`llm_runs.rollouts.RolloutProducer`): the prompt stream,
+    the sampling, the reward, the learner's log-probs at generation and the lag-0 mismatch."""
+
+    run_seed: int
+    task: str
+    reward: str
+    num_groups: int
+    group_size: int
+    temperature: float
+    top_p: float
+    max_prompt_tokens: int
+    max_completion_tokens: int
+    behavior_logprobs: str
+    learner_logprobs_at_generation: bool
+    mismatch_every: int
+    logit_chunk: int
+    groups_per_micro: int
+    packed_sequences: bool
+    method_settings: MethodSettings
+    """the method constants the lag-0 mismatch's capped fractions use (`llm_runs.mismatch`)"""
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The periodic evaluation (`llm_runs.evaluation.during_training.Evaluator`)."""
+
+    run_seed: int
+    task: str
+    eval_decodings: tuple[str, ...]
+    eval_samples: int
+    temperature: float
+    top_p: float
+    max_completion_tokens: int
+
+
+@dataclass(frozen=True)
+class BoundSettings:
+    """The bound tracker (`llm_runs.bound_tracking.BoundTracker.for_run`)."""
+
+    bound_every: int
+    bound_samples: int
+    total_steps: int
+    temperature: float
+    max_completion_tokens: int
+    run_seed: int
+    inner_steps: int
+    largest_lag: int | None
+    """the largest lag the schedule fixes before the run (a fixed delay's `D`), else None
+    (`gmc_grpo.staleness.ScheduleSpec.largest_lag`)"""
+
+
+@dataclass(frozen=True)
+class SinkSettings:
+    """The extra metric sinks (`llm_runs.sinks.MetricSinks`)."""
+
+    out: str
+    log_to: tuple[str, ...]
+    wandb_project: str | None
+    record: dict[str, Any]
+    """the config's fields, as W&B's run config"""
+
+
 @dataclass
-class TrainConfig(ScheduleSettings, MethodSettings):
+class LLMTrainConfig(ScheduleSettings, MethodSettings):
     """One training run of `gmc-grpo llm train` (see `llm_runs.train` for the loop).
 
     The schedule fields `schedule`, `delay`, `lam`, `max_launches`, `num_workers`,
@@ -90,10 +217,11 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     tiny_model: dict[str, Any] | None = None
     """build a tiny random-init Qwen3 (`llm_runs.tiny.build_tiny_qwen3` with these keyword
     arguments) into `out/base_model` instead of reading `model` (CPU demonstration)"""
-    seed: int = 0
+    run_seed: int = 0
     """the root of the run's random streams: the data order, the rollouts' sampling, the warm-up,
     the evaluations, the worker schedule's times (`gmc_grpo.seeding`; the tiny model's weights
-    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`)"""
+    and the arithmetic problems have their own `seed` in `tiny_model` and `arithmetic`). The toy
+    config's name (old name `seed`, read as this one; `--seed` on the command line)"""
     resume: bool = False
     """continue the run in `out` from its newest checkpoint (from step 0 when it was stopped
     before the first one; error when `out` holds no run). The config must be the run's except
@@ -121,9 +249,9 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     another problem drawn at random (1: the answers; 0: the answer format only, nothing of which
     sum goes with which prompt; `llm_runs.arithmetic.supervised_warmup`)"""
     sft_seed: int | None = None
-    """root seed of the warm-up's batches (stream `llm_warmup`); None: the run's `seed`. A fixed
-    value gives every seed of a suite the same initial policy, as the paper's runs all start
-    from one base model (the seeds then vary the prompt order and the samples only)"""
+    """root seed of the warm-up's batches (stream `llm_warmup`); None: the run's `run_seed`. A
+    fixed value gives every seed of a suite the same initial policy, as the paper's runs all
+    start from one base model (the seeds then vary the prompt order and the samples only)"""
     # -- batches and staleness ---------------------------------------------------------------------
     num_groups: int = PAPER_GROUPS_PER_BATCH
     """`B`, prompts (groups) per rollout batch (8, B.1; 32 for D = 0 with inner_steps = 4); the
@@ -274,14 +402,16 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     """also write each checkpoint's model alone, in the engine's bfloat16, to
     `out/models/step_N/`, kept after the checkpoint itself rotates out: what `gmc-grpo llm eval
     --model RUN --step N` evaluates after training (Figure 2's curve, Table 4's checkpoints)"""
-    track_bounds_every: int = 0
-    """measure the quantities of §4.2's chain along the run (`llm_runs.bounds`): the drift
+    bound_every: int = 0
+    """measure the quantities of §4.2's chain along the run (`llm_runs.bound_tracking`): the drift
     `||theta_n - theta_{n-tau}||^2` and its pathwise bound at every update, the KL between the
     current and the behavior policy (with its interval) every N updates; 0 disables. Keeps a
     float32 copy of the parameters per learner version in the delay window (refused where they
-    would not fit: large models); the training records are unchanged"""
-    track_bounds_samples: int = 8
-    """responses sampled from the current policy per prompt of the consumed batch for that KL"""
+    would not fit: large models); the training records are unchanged. The toy config's name
+    (old name `track_bounds_every`, read as this one)"""
+    bound_samples: int = 8
+    """responses sampled from the current policy per prompt of the consumed batch for that KL
+    (old name `track_bounds_samples`, read as this one)"""
     log_to: tuple[str, ...] = ()
     """extra metric sinks, "tensorboard" and/or "wandb" (must be installed)"""
     wandb_project: str | None = None
@@ -302,7 +432,7 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         skip = self.preflight_skip
         names = skip.split(",") if isinstance(skip, str) else skip
         self.preflight_skip = tuple(n.strip() for n in names if n.strip())
-        # every check raises `ValueError("TrainConfig.<field>=<value>: <why>")`, in field order
+        # every check raises `ValueError("LLMTrainConfig.<field>=<value>: <why>")`, in field order
         self._check_run_and_task()
         self._check_batches()
         check_schedule_fields(self, updates_per_batch=self.inner_steps, accepts_callables=False)
@@ -319,10 +449,10 @@ class TrainConfig(ScheduleSettings, MethodSettings):
         bad = self._bad
         if not self.out:
             raise bad("out", "must name the run directory")
-        check_seed(self, "seed")
+        check_seed(self, "run_seed")
         if (self.model is None) == (self.tiny_model is None):
             raise ValueError(
-                "TrainConfig: give exactly one of model (a local model directory) and tiny_model "
+                "LLMTrainConfig: give exactly one of model (a local model directory) and tiny_model "
                 f"(build a tiny Qwen3), got model={self.model!r}, tiny_model={self.tiny_model!r}"
             )
         try:
@@ -454,10 +584,10 @@ class TrainConfig(ScheduleSettings, MethodSettings):
             )
         if self.keep_checkpoints < 1:
             raise bad("keep_checkpoints", "must be >= 1")
-        if self.track_bounds_every < 0:
-            raise bad("track_bounds_every", "must be >= 0 (0: no bound tracking)")
-        if self.track_bounds_samples < 2:
-            raise bad("track_bounds_samples", "must be >= 2 (the KL's interval needs a spread)")
+        if self.bound_every < 0:
+            raise bad("bound_every", "must be >= 0 (0: no bound tracking)")
+        if self.bound_samples < 2:
+            raise bad("bound_samples", "must be >= 2 (the KL's interval needs a spread)")
         if any(name not in LOGGERS for name in self.log_to):
             raise bad("log_to", f"must be a subset of {LOGGERS}")
         if "wandb" in self.log_to and not self.wandb_project:
@@ -465,8 +595,8 @@ class TrainConfig(ScheduleSettings, MethodSettings):
 
     @property
     def warmup_seed(self) -> int:
-        """The seed of the supervised warm-up: `sft_seed`, else the run's `seed`."""
-        return self.seed if self.sft_seed is None else self.sft_seed
+        """The seed of the supervised warm-up: `sft_seed`, else the run's `run_seed`."""
+        return self.run_seed if self.sft_seed is None else self.sft_seed
 
     @property
     def minibatch_groups(self) -> int:
@@ -481,3 +611,101 @@ class TrainConfig(ScheduleSettings, MethodSettings):
     def method_settings(self) -> MethodSettings:
         """The method constants of this config (`gmc_grpo.methods.MethodSettings`)."""
         return MethodSettings.of(self)
+
+    def schedule_settings(self) -> ScheduleSettings:
+        """The staleness schedule's fields (`gmc_grpo.staleness.make_schedule`)."""
+        return ScheduleSettings.of(self)
+
+    def placement_settings(self) -> PlacementSettings:
+        """Where the learner and the engine run (`PlacementSettings`)."""
+        return PlacementSettings(
+            layout=self.layout,
+            learner_device=self.learner_device,
+            engine_device=self.engine_device,
+            learner_dtype=self.learner_dtype,
+            engine_dtype=self.engine_dtype,
+            engine=self.engine,
+            engine_process=self.engine_process,
+            vllm_sleep_mode=self.vllm_sleep_mode,
+        )
+
+    def warmup_settings(self) -> WarmupSettings:
+        """The initial policy and its warm-up (`WarmupSettings`)."""
+        return WarmupSettings(
+            model=self.model,
+            tiny_model=self.tiny_model,
+            task=self.task,
+            arithmetic=self.arithmetic,
+            sft_steps=self.sft_steps,
+            sft_lr=self.sft_lr,
+            sft_batch_size=self.sft_batch_size,
+            sft_answer_fraction=self.sft_answer_fraction,
+            seed=self.warmup_seed,
+            progress=self.progress,
+            cache_dir=self.cache_dir,
+        )
+
+    def problem_settings(self) -> ProblemSettings:
+        """The training pool and, when the run evaluates, the evaluation sets."""
+        return ProblemSettings(
+            task=self.task,
+            arithmetic=self.arithmetic,
+            data_dir=self.data_dir,
+            eval_benchmarks=self.eval_benchmarks if self.eval_every else (),
+            eval_limit=self.eval_limit,
+        )
+
+    def rollout_settings(self) -> RolloutSettings:
+        """The rollout producer's slice (`RolloutSettings`)."""
+        return RolloutSettings(
+            run_seed=self.run_seed,
+            task=self.task,
+            reward=self.reward,
+            num_groups=self.num_groups,
+            group_size=self.group_size,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_prompt_tokens=self.max_prompt_tokens,
+            max_completion_tokens=self.max_completion_tokens,
+            behavior_logprobs=self.behavior_logprobs,
+            learner_logprobs_at_generation=self.learner_logprobs_at_generation,
+            mismatch_every=self.mismatch_every,
+            logit_chunk=self.logit_chunk,
+            groups_per_micro=self.groups_per_micro,
+            packed_sequences=self.packed_sequences,
+            method_settings=self.method_settings(),
+        )
+
+    def evaluation_settings(self) -> EvaluationSettings:
+        """The periodic evaluation's slice (`EvaluationSettings`)."""
+        return EvaluationSettings(
+            run_seed=self.run_seed,
+            task=self.task,
+            eval_decodings=self.eval_decodings,
+            eval_samples=self.eval_samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_completion_tokens=self.max_completion_tokens,
+        )
+
+    def bound_settings(self) -> BoundSettings:
+        """The bound tracker's slice (`BoundSettings`)."""
+        return BoundSettings(
+            bound_every=self.bound_every,
+            bound_samples=self.bound_samples,
+            total_steps=self.total_steps,
+            temperature=self.temperature,
+            max_completion_tokens=self.max_completion_tokens,
+            run_seed=self.run_seed,
+            inner_steps=self.inner_steps,
+            largest_lag=get_schedule(self.schedule).largest_lag(self.schedule_settings()),
+        )
+
+    def sink_settings(self) -> SinkSettings:
+        """The extra metric sinks' slice (`SinkSettings`)."""
+        return SinkSettings(
+            out=self.out,
+            log_to=self.log_to,
+            wandb_project=self.wandb_project,
+            record=asdict(self),
+        )

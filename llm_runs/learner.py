@@ -215,7 +215,7 @@ def make_optimizer(
 
 @dataclass
 class LearnerSettings:
-    """What one update needs besides the model and the optimizer (built from `TrainConfig`)."""
+    """What one update needs besides the model and the optimizer (built from `LLMTrainConfig`)."""
 
     method: str
     """a registered method (`gmc_grpo.methods`); its spec supplies the hooks"""

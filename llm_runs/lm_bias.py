@@ -228,12 +228,12 @@ def _block_seeds(seed: int, path: Sequence[int], count: int) -> list[int]:
 
 
 def draw_block(producer: Any, problems: Sequence[Any], groups: int, seed: int) -> Any:
-    """`groups` groups of `producer.config.group_size` responses from the producer's engine,
+    """`groups` groups of `producer.settings.group_size` responses from the producer's engine,
     prompts uniform with replacement from `problems` (a generator seeded `seed`): a scored
     `TrajectoryBatch` (`RolloutProducer.batch_of`; version 0, which nothing here reads)."""
     from llm_runs.engines.base import SamplingConfig
 
-    config = producer.config
+    config = producer.settings
     gen = torch.Generator().manual_seed(seed)
     indices = torch.randint(len(problems), (groups,), generator=gen).tolist()
     chosen = [problems[i] for i in indices]
@@ -272,7 +272,7 @@ def _producers(
             "llm bias needs a run sampled at temperature 1 and top-p 1 (then the engine samples "
             f"from pi itself); this run has temperature={config.temperature}, top_p={config.top_p}"
         )
-    task = Task(config, tokenizer)
+    task = Task(config.task, config.max_prompt_tokens, tokenizer)
     pad = tokenizer.pad_token_id
     engines = {"current": HFEngine.from_model(current, tokenizer)}
     engines["behavior"] = (
@@ -281,7 +281,7 @@ def _producers(
 
     def producer(which: str, group_size: int) -> RolloutProducer:
         return RolloutProducer(
-            dataclasses.replace(config, group_size=group_size),
+            dataclasses.replace(config, group_size=group_size).rollout_settings(),
             engines[which],
             task,
             problems,
@@ -388,7 +388,7 @@ def measure_bias(
     """Every method's bias at one (current, behavior) pair, at every group size of `settings`.
 
     current, behavior: the models (behavior None: on-policy, the check that every bias is 0);
-    config: the run's `TrainConfig` (temperature, lengths, method constants, task, reward);
+    config: the run's `LLMTrainConfig` (temperature, lengths, method constants, task, reward);
     problems: the training pool; lag: learner versions between them (A-3PO reads it);
     seed_path: spawn key of this pair under `settings.seed`; progress(n): called per block.
     Returns `{"kl": interval, "by_group_size": {G: gram_statistics + diagnostics},
@@ -481,7 +481,7 @@ def bias_of_run(
             )
         picks = sorted({candidates[round(i * (len(candidates) - 1) / 2)] for i in range(3)})
         steps = picks if len(candidates) >= 3 else candidates
-    placement = resolve_placement(config)  # as the run trained (device, dtype)
+    placement = resolve_placement(config.placement_settings())  # as the run trained (device, dtype)
     problems = (
         Task(config).load_problems()[0]
         if config.task != "arithmetic"

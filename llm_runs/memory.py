@@ -37,7 +37,7 @@ vLLM terms: bfloat16 weights `2 P` and the KV cache of the rollouts in flight,
 vLLM runs with less cache (it queues or preempts requests), and adds CUDA-graph and activation
 workspace (a few GiB) that is not modelled. One GPU holds both: without sleep mode both stay
 resident (`vllm_gpu_memory_utilization` is vLLM's share), so the GPU needs the learner's peak plus
-vLLM; with vLLM's sleep mode (`TrainConfig.vllm_sleep_mode`, the one-GPU default on CUDA) vLLM
+vLLM; with vLLM's sleep mode (`LLMTrainConfig.vllm_sleep_mode`, the one-GPU default on CUDA) vLLM
 holds nothing during the learner's step (its weights in host memory, its KV cache freed; the CUDA
 context and graph pools, not modelled, stay) and the learner holds only its parameters and
 optimizer states while vLLM generates (`RESIDENT_TERMS`: gradients are freed after each step,

@@ -9,7 +9,7 @@ bfloat16 autocast) give the same weights slightly different log-probs. Per traje
 
 is what GMC's group mass and TIC's cap compare with `log(1 + eps) = log 1.28 = 0.247` nats
 (B.1). A per-token gap of 1e-3 is harmless for one token and 4 nats summed over 4,096 of them.
-`mismatch_metrics` gives, for one lag-0 batch of `B` groups of `G` (`TrainConfig.mismatch_every`):
+`mismatch_metrics` gives, for one lag-0 batch of `B` groups of `G` (`LLMTrainConfig.mismatch_every`):
 
 | metric                              | what                                                       |
 |-------------------------------------|------------------------------------------------------------|

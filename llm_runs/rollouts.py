@@ -4,7 +4,7 @@
 each (a batch of `num_groups` groups, or one group under the worker schedule) in ONE engine call:
 it takes the next problems of the training pool (consecutive slices of a seeded permutation per
 epoch, the "prompt stream"), samples `group_size` completions of each from the rollout engine
-(temperature and top-p of the config, B.1: 1.0 and 1.0), checks the engine's output, scores it
+(temperature and top-p of its `RolloutSettings`, B.1: 1.0 and 1.0), checks the engine's output, scores it
 and packs everything into tensors: token ids, the engine's per-token sampling log-probs (the
 behavior policy's, recorded at generation), rewards, truncation flags. Launch `l` holds stream
 positions `[l k, (l + 1) k)` and every sample has its own seed, so a launch holds the same samples
@@ -40,58 +40,62 @@ import torch
 
 from gmc_grpo.seeding import base_seed, torch_generator
 from llm_runs.batch import PendingBlock, Rollout, TrajectoryBatch, batch_logprobs
-from llm_runs.config import TrainConfig
+from llm_runs.config import ProblemSettings, RolloutSettings
 
 # `(completions, references) -> rewards`, e.g. a custom verifier
 RewardFn = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
 
 
-def load_problems(config: TrainConfig) -> tuple[list[Any], dict[str, list[Any]]]:
+def load_problems(settings: ProblemSettings) -> tuple[list[Any], dict[str, list[Any]]]:
     """The task's `(training problems, {eval set name: problems})`; evaluation sets only when
-    `eval_every` is set (read before any compute, so a missing dataset stops the run early)."""
-    if config.task == "arithmetic":
+    the run evaluates (`settings.eval_benchmarks` not empty; read before any compute, so a
+    missing dataset stops the run early)."""
+    if settings.task == "arithmetic":
         from llm_runs.arithmetic import ArithmeticTask
 
-        train, held_out = ArithmeticTask(**config.arithmetic).problems()
-        evals = {"arithmetic": held_out} if config.eval_every and held_out else {}
+        train, held_out = ArithmeticTask(**settings.arithmetic).problems()
+        evals = {"arithmetic": held_out} if settings.eval_benchmarks and held_out else {}
         return train, evals
     from llm_runs.data import load_benchmark, load_math_train
 
-    train, _report = load_math_train(config.data_dir)
+    train, _report = load_math_train(settings.data_dir)
     if not train:
         raise ValueError("the MATH training pool is empty: check --data-dir")
     evals = {}
-    if config.eval_every:
-        for name in config.eval_benchmarks:
-            evals[name] = load_benchmark(name, config.data_dir, config.eval_limit)
+    for name in settings.eval_benchmarks:
+        evals[name] = load_benchmark(name, settings.data_dir, settings.eval_limit)
     return train, evals
 
 
 @dataclass(frozen=True)
 class Task:
     """What the task decides about a rollout: the prompt (math: cut at `max_prompt_tokens` with
-    the policy's `tokenizer`) and the stop strings. The problems come from `load_problems`."""
+    the policy's `tokenizer`) and the stop strings. The problems come from `load_problems`.
 
-    config: TrainConfig
+    name: `LLMTrainConfig.task` ("math" or "arithmetic"); max_prompt_tokens: the prompt budget.
+    """
+
+    name: str
+    max_prompt_tokens: int
     tokenizer: Any
 
     def prompt(self, problem: str) -> str | list[int]:
         """The prompt of one problem (math: the two-shot prompt; one longer than
         `max_prompt_tokens` comes back as its token ids cut to that many, which the engine feeds
         as they are: `llm_runs.prompts.truncate_prompt`)."""
-        if self.config.task == "arithmetic":
+        if self.name == "arithmetic":
             from llm_runs.arithmetic import build_prompt
 
             return build_prompt(problem)
         from llm_runs import prompts
 
         text = prompts.build_prompt(problem)
-        return prompts.truncate_prompt(text, self.tokenizer, self.config.max_prompt_tokens)[0]
+        return prompts.truncate_prompt(text, self.tokenizer, self.max_prompt_tokens)[0]
 
     @property
     def stop(self) -> tuple[str, ...]:
         """Stop strings of a completion (math: the next `Problem:` header)."""
-        if self.config.task == "arithmetic":
+        if self.name == "arithmetic":
             return ()
         from llm_runs.prompts import STOP_STRINGS
 
@@ -101,8 +105,9 @@ class Task:
 class RolloutProducer:
     """Makes the rollout batches of a run (see the module docstring).
 
-    engine: a `RolloutEngine` (`llm_runs.engines`); task: prompts and stops; problems: the
-    training pool; reward_fn: replaces the config's reward when given; scorer: the math-verify
+    settings: the run's `RolloutSettings`; engine: a `RolloutEngine` (`llm_runs.engines`); task:
+    prompts and stops; problems: the training pool; reward_fn: replaces `settings.reward` when
+    given; scorer: the math-verify
     `Scorer` (reward "math_verify"); cache: a `llm_runs.cache.RolloutCache` that stores and
     serves the version-0 rollouts; engine_sleeps: the engine sleeps during learner steps
     (`sleep`). `launches` counts the batches launched, or the groups under the worker schedule
@@ -111,7 +116,7 @@ class RolloutProducer:
 
     def __init__(
         self,
-        config: TrainConfig,
+        settings: RolloutSettings,
         engine: Any,
         task: Task,
         problems: Sequence[Any],
@@ -124,7 +129,7 @@ class RolloutProducer:
         cache: Any = None,
         engine_sleeps: bool = False,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.engine = engine
         self.task = task
         self.problems = problems
@@ -159,7 +164,7 @@ class RolloutProducer:
 
     def sleep(self) -> None:
         """Let the engine free its accelerator memory during the learner's step (vLLM's sleep
-        mode, `TrainConfig.vllm_sleep_mode`); a no-op for an engine that does not sleep. The next
+        mode, `vllm_sleep_mode`); a no-op for an engine that does not sleep. The next
         `sync` wakes it before the weight update."""
         if self.engine_sleeps and not self._asleep:
             self.engine.sleep()
@@ -187,7 +192,7 @@ class RolloutProducer:
         for k in range(start, start + count):
             epoch, pos = divmod(k, n)
             if epoch not in self._perms:
-                gen = torch_generator(self.config.seed, "llm_data_order", epoch)
+                gen = torch_generator(self.settings.run_seed, "llm_data_order", epoch)
                 self._perms = {epoch: torch.randperm(n, generator=gen).tolist()}
             out.append(self._perms[epoch][pos])
         return out
@@ -222,12 +227,12 @@ class RolloutProducer:
         else:
             block = self._submit(version, starts[0], count * k, f"launches {first}..")
             rollouts = [Rollout(block, i * k, (i + 1) * k) for i in range(count)]
-        config = self.config
-        if config.learner_logprobs_at_generation or config.behavior_logprobs == "learner":
+        settings = self.settings
+        if settings.learner_logprobs_at_generation or settings.behavior_logprobs == "learner":
             for rollout in rollouts:
                 batch = rollout.result()
                 batch.learner_logprobs = self._learner_logprobs(model, batch)
-        if config.mismatch_every and version % config.mismatch_every == 0:
+        if settings.mismatch_every and version % settings.mismatch_every == 0:
             self._measure_mismatch(model, version, rollouts)
         return rollouts
 
@@ -271,19 +276,19 @@ class RolloutProducer:
         the block's batch is scored when first asked for."""
         from llm_runs.engines.base import Finished, SamplingConfig, submit
 
-        config = self.config
+        settings = self.settings
         indices = self.stream_indices(start, count)
         problems = [self.problems[i] for i in indices]
-        g = config.group_size
+        g = settings.group_size
         sampling = SamplingConfig(
             n=g,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            max_tokens=config.max_completion_tokens,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=settings.max_completion_tokens,
             stop=self.task.stop,
             # one stream per sample across the whole run: stream position k's sample j has seed
             # base + k G + j (`llm_sampling`'s 62-bit base; `engines.base.sample_seed`)
-            seed=base_seed(config.seed, "llm_sampling") + start * g,
+            seed=base_seed(settings.run_seed, "llm_sampling") + start * g,
         )
         handle = submit(self.engine, [self.task.prompt(p.problem) for p in problems], sampling)
 
@@ -298,13 +303,13 @@ class RolloutProducer:
 
     def _learner_logprobs(self, model: torch.nn.Module, batch: TrajectoryBatch) -> torch.Tensor:
         """The learner's log-probs of `batch` under `model` (one forward pass, no gradient)."""
-        config = self.config
+        settings = self.settings
         return batch_logprobs(
             model,
             batch,
-            config.logit_chunk,
-            config.groups_per_micro,
-            packed=config.packed_sequences,
+            settings.logit_chunk,
+            settings.groups_per_micro,
+            packed=settings.packed_sequences,
         )
 
     def _measure_mismatch(
@@ -319,7 +324,7 @@ class RolloutProducer:
 
         groups, taken = 0, []
         for rollout in rollouts:
-            if groups >= self.config.num_groups:
+            if groups >= self.settings.num_groups:
                 break
             taken.append(rollout.result())
             groups += taken[-1].num_groups
@@ -328,7 +333,7 @@ class RolloutProducer:
         if learner is None:
             learner = self._learner_logprobs(model, batch)
         self._mismatch = mismatch_metrics(
-            batch.engine_logprobs, learner, batch.response_mask(), self.config.method_settings()
+            batch.engine_logprobs, learner, batch.response_mask(), self.settings.method_settings
         )
 
     def batch_of(
@@ -351,7 +356,7 @@ class RolloutProducer:
                     f"reward_fn returned {len(rewards)} rewards for {len(texts)} texts"
                 )
             return rewards
-        if self.config.reward == "exact":
+        if self.settings.reward == "exact":
             from llm_runs.arithmetic import exact_reward
 
             return [exact_reward(t, r) for t, r in zip(texts, references, strict=True)]
@@ -368,7 +373,7 @@ class RolloutProducer:
 
     def _to_batch(self, samples, problems, indices, version: int, what: str) -> TrajectoryBatch:
         """Check the engine's output (counts, NaN log-probs) and pack it into tensors."""
-        g = self.config.group_size
+        g = self.settings.group_size
         if len(samples) != len(problems) or any(len(s) != g for s in samples):
             raise RuntimeError(
                 f"the rollout engine returned {len(samples)} prompt results with "

@@ -10,9 +10,10 @@ from typing import Any
 
 
 def run_config(run_dir: str | Path) -> Any:
-    """The `TrainConfig` a run was trained with (its `config.json`)."""
+    """The `LLMTrainConfig` a run was trained with (its `config.json`)."""
+    from gmc_grpo.config_reading import resolve_aliases
     from gmc_grpo.records import read_run_config
-    from llm_runs.config import TrainConfig
+    from llm_runs.config import LLMTrainConfig
     from llm_runs.recipes import config_from_values
 
     payload = read_run_config(Path(run_dir))
@@ -27,7 +28,8 @@ def run_config(run_dir: str | Path) -> Any:
             f"{run_dir} holds another kind of run (its config.json is not an `llm train` "
             "config): pass --run a folder written by `gmc-grpo llm train`, or --recipe"
         )
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    names = {f.name for f in dataclasses.fields(LLMTrainConfig)}
+    stored = resolve_aliases(LLMTrainConfig, stored)  # runs written before a field's rename
     return config_from_values({k: v for k, v in stored.items() if k in names})
 
 

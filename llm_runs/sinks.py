@@ -1,4 +1,4 @@
-"""Extra metric sinks of a training run: TensorBoard and W&B (`TrainConfig.log_to`).
+"""Extra metric sinks of a training run: TensorBoard and W&B (`LLMTrainConfig.log_to`).
 
 The run record (`metrics.jsonl`, `gmc_grpo.records`) is always written; these mirror each row's
 numbers. A sink that is asked for but not installed stops the run at start-up, before compute.
@@ -7,20 +7,19 @@ numbers. A sink that is asked for but not installed stops the run at start-up, b
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from llm_runs.config import TrainConfig
+from llm_runs.config import SinkSettings
 
 
 class MetricSinks:
-    """TensorBoard / W&B logging when `config.log_to` asks for it."""
+    """TensorBoard / W&B logging when `settings.log_to` asks for it."""
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, settings: SinkSettings) -> None:
         self.tb = None
         self.wandb = None
-        if "tensorboard" in config.log_to:
+        if "tensorboard" in settings.log_to:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as err:
@@ -28,8 +27,8 @@ class MetricSinks:
                     "log_to contains 'tensorboard' but tensorboard is not installed: "
                     "`pip install tensorboard`, or drop it from log_to"
                 ) from err
-            self.tb = SummaryWriter(str(Path(config.out) / "tensorboard"))
-        if "wandb" in config.log_to:
+            self.tb = SummaryWriter(str(Path(settings.out) / "tensorboard"))
+        if "wandb" in settings.log_to:
             try:
                 import wandb  # type: ignore[import-not-found]
             except ImportError as err:
@@ -37,7 +36,9 @@ class MetricSinks:
                     "log_to contains 'wandb' but wandb is not installed: `pip install wandb`"
                 ) from err
             self.wandb = wandb.init(
-                project=config.wandb_project, name=Path(config.out).name, config=asdict(config)
+                project=settings.wandb_project,
+                name=Path(settings.out).name,
+                config=dict(settings.record),
             )
 
     def log(self, row: Mapping[str, Any]) -> None:

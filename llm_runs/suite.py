@@ -4,7 +4,7 @@
 runs one `llm train` per (delay, method, seed) into `S/<method>_d<D>_seed<s>/` (an ordinary run
 record each), then writes `S/suite_summary.json` and `S/suite_summary.md` (`analyse_suite`).
 
-**What the runs share** (`TrainConfig.cache_dir = S/cache`, `llm_runs.cache`): every method of a
+**What the runs share** (`LLMTrainConfig.cache_dir = S/cache`, `llm_runs.cache`): every method of a
 seed starts from the same initial policy (the tiny model after its supervised warm-up), built once;
 the rollouts of the initial policy (the FIFO fill of a fixed delay, the first launches of the other
 schedules) are generated once per seed and read by every method. Sharing changes no record (a
@@ -99,7 +99,8 @@ COMPARED: tuple[str, ...] = (
     "sampled_area",
 )
 #: Config fields a suite sets per run; the rest is the suite's base config.
-PER_RUN_FIELDS = ("out", "method", "seed", "delay", "cache_dir", "progress", "resume")
+# (`seed` is `run_seed`'s old name, `gmc_grpo.configs.FIELD_ALIASES`)
+PER_RUN_FIELDS = ("out", "method", "run_seed", "seed", "delay", "cache_dir", "progress", "resume")
 SUITE_FILE = "suite.json"
 
 
@@ -121,8 +122,8 @@ class SuiteConfig:
     """suite folder: one run folder per (method, delay, seed), `suite.json`,
     `suite_summary.json`, `suite_summary.md`, and the shared `cache/`"""
     base: dict[str, Any]
-    """`TrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
-    `seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
+    """`LLMTrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
+    `run_seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
     seeds: tuple[int, ...]
     """the seeds (>= 2 for an interval; the analysis of one seed is a demonstration)"""
     methods: tuple[str, ...]
@@ -180,12 +181,12 @@ class SuiteConfig:
         ]
 
     def run_values(self, run: SuiteRun) -> dict[str, Any]:
-        """The `TrainConfig` values of one run."""
+        """The `LLMTrainConfig` values of one run."""
         values = {
             **self.base,
             "out": run.out,
             "method": run.method,
-            "seed": run.seed,
+            "run_seed": run.seed,
             "delay": run.delay,
             "progress": False,
         }
@@ -295,7 +296,7 @@ def _run_one(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_suite_file(config: SuiteConfig) -> None:
-    from llm_runs.config import TrainConfig
+    from llm_runs.config import LLMTrainConfig
 
     path = Path(config.out) / SUITE_FILE
     base = {k: v for k, v in config.base.items() if k not in PER_RUN_FIELDS}
@@ -303,9 +304,9 @@ def _check_suite_file(config: SuiteConfig) -> None:
         stored = json.loads(path.read_text())
         check_seeding(stored.get("seeding"), str(Path(config.out)), what="suite")
         # a suite written before a field was renamed holds its old name (`FIELD_ALIASES`)
-        before = resolve_aliases(TrainConfig, stored.get("base") or {})
+        before = resolve_aliases(LLMTrainConfig, stored.get("base") or {})
         if json.loads(json.dumps(before)) != json.loads(
-            json.dumps(resolve_aliases(TrainConfig, base))
+            json.dumps(resolve_aliases(LLMTrainConfig, base))
         ):
             raise ValueError(
                 f"{path} holds a suite with another base config; choose another --out (a suite "
@@ -602,7 +603,8 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
         if gaps is not None:  # not finished: its records lack rows (rerun the suite)
             skipped.append(f"{path.name}: {gaps}")
             continue
-        key = (int(config.get("delay", 0)), str(config["method"]), int(config["seed"]))
+        run_seed = config.get("run_seed", config.get("seed"))  # `seed`: runs written before
+        key = (int(config.get("delay", 0)), str(config["method"]), int(run_seed))
         measures[key] = run_measures(record.metrics, record.evals, final_fraction)
         metrics[key] = record.metrics
         runs.append({"run": path.name, "delay": key[0], "method": key[1], "seed": key[2]})

@@ -8,11 +8,17 @@
 | rollout producer     | `llm_runs.rollouts`     | engine, sampling, rewards -> `TrajectoryBatch`     |
 | staleness schedule   | `gmc_grpo.staleness`    | which batch each update consumes (core)            |
 | learner              | `llm_runs.learner`      | one optimizer update with the method's loss/hooks  |
-| evaluator            | `llm_runs.evaluator`    | greedy / sampled Pass@1 during training            |
+| evaluator            | `llm_runs.evaluation.during_training`    | greedy / sampled Pass@1 during training            |
 | checkpointer         | `llm_runs.checkpoint`   | atomic, pickle-free checkpoints; `--resume`        |
 | metric sinks         | `gmc_grpo.records`,     | `metrics.jsonl` / `evals.jsonl` / `summary.json`;  |
 |                      | `llm_runs.sinks`        | TensorBoard, W&B                                   |
 | command line         | `llm_runs.train_cli`    | `gmc-grpo llm train`                               |
+
+Each part takes its own frozen slice of the config, built once by one `LLMTrainConfig` method
+(`placement_settings`, `warmup_settings`, `problem_settings`, `rollout_settings`,
+`evaluation_settings`, `bound_settings`, `sink_settings`, `schedule_settings`; the learner's
+`LearnerSettings` is built here): only the trainer and the preflight's memory plan read the
+config whole (`bench/config_reach.py` measures it).
 
 The loop: the schedule asks the producer for launches of the current policy when it needs them
 and hands back the batch to consume (fixed delay `D`: the one generated `D` updates ago;
@@ -97,7 +103,7 @@ from gmc_grpo.staleness import ScheduleContext, lag_statistics, make_schedule
 from llm_runs import checkpoint as ckpt
 from llm_runs.batch import Rollout
 from llm_runs.bound_tracking import BoundTracker
-from llm_runs.config import RESUME_FREE_FIELDS, TrainConfig
+from llm_runs.config import RESUME_FREE_FIELDS, LLMTrainConfig
 from llm_runs.evaluation.during_training import Evaluator
 from llm_runs.learner import Learner, LearnerSettings, TrajectoryBatch, make_optimizer
 from llm_runs.models import (
@@ -127,7 +133,7 @@ class Trainer:
 
     def __init__(
         self,
-        config: TrainConfig,
+        config: LLMTrainConfig,
         *,
         engine_factory: Callable[[Path], Any] | None = None,
         reward_fn: RewardFn | None = None,
@@ -160,11 +166,12 @@ class Trainer:
             from llm_runs.tiny import check_model_dir
 
             check_model_dir(config.model)
-        self.placement = resolve_placement(config)
-        check_learner(config, self.placement, self.notice)  # optimizer, precision: before compute
+        self.placement = resolve_placement(config.placement_settings())
+        # the optimizer and the precision: checked before compute
+        check_learner(config.optimizer, config.lr, self.placement, self.notice)
         check_run(config, self.placement)  # memory and shared memory vs the need (issue 32)
-        self.train_problems, self.eval_sets = load_problems(config)
-        self.sinks = MetricSinks(config)
+        self.train_problems, self.eval_sets = load_problems(config.problem_settings())
+        self.sinks = MetricSinks(config.sink_settings())
 
     def _check_resume(self) -> tuple[Path | None, dict[str, tuple[Any, Any]]]:
         """The checkpoint to continue from (None: restart the run from step 0, e.g. when it was
@@ -180,7 +187,7 @@ class Trainer:
         if checkpoint is not None:  # a run restarted from step 0 keeps none of its streams
             check_seeding(payload.get("seeding"), str(self.out))
             checkpoint = self._checkpoint_the_records_reach()
-        fields = [f.name for f in dataclasses.fields(TrainConfig)]
+        fields = [f.name for f in dataclasses.fields(LLMTrainConfig)]
         old = ckpt.checkpoint_config(checkpoint) if checkpoint is not None else None
         if old is None:  # checkpoints of older versions: the run's config.json
             stored = payload.get("config")
@@ -189,18 +196,18 @@ class Trainer:
                     f"{self.out} holds another kind of run (its config.json is not an `llm "
                     "train` config): choose another --out"
                 )
-            old = {k: v for k, v in resolve_aliases(TrainConfig, stored).items() if k in fields}
+            old = {k: v for k, v in resolve_aliases(LLMTrainConfig, stored).items() if k in fields}
             if "resolved_learner_device" not in stored:
                 # written before the resolved placement had keys of its own: it overwrote these
                 for key in ("learner_device", "engine_device", "learner_dtype"):
                     old.pop(key, None)
         changes = check_resume_config(
-            resolve_aliases(TrainConfig, old),  # records written before a rename
+            resolve_aliases(LLMTrainConfig, old),  # records written before a rename
             dataclasses.asdict(self.config),
             free=RESUME_FREE_FIELDS,
             request=self.request,
             where=str(self.out),
-            defaults={f.name: f.default for f in dataclasses.fields(TrainConfig)},
+            defaults={f.name: f.default for f in dataclasses.fields(LLMTrainConfig)},
             fields=fields,
         )
         if checkpoint is None:
@@ -251,15 +258,19 @@ class Trainer:
             model_dir = state["model_dir"]
         else:
             model_dir = initial_model_dir(
-                config, self.out, self.placement.learner_device, self.train_problems, self.notice
+                config.warmup_settings(),
+                self.out,
+                self.placement.learner_device,
+                self.train_problems,
+                self.notice,
             )
         self.tokenizer, self.model = load_policy(
             model_dir, self.placement, config.gradient_checkpointing
         )
-        task = Task(config, self.tokenizer)
+        task = Task(config.task, config.max_prompt_tokens, self.tokenizer)
         self.learner = self._make_learner()
-        self.bounds = BoundTracker.for_run(config, self.tokenizer, self.model)  # or None
-        self.schedule = make_schedule(config, self.schedule_context())
+        self.bounds = BoundTracker.for_run(config.bound_settings(), self.tokenizer, self.model)
+        self.schedule = make_schedule(config.schedule_settings(), self.schedule_context())
         self.step, launches = 0, 0
         if state is not None:
             launches = self._restore(state)
@@ -271,7 +282,7 @@ class Trainer:
             self.scorer = Scorer()
         pad = self.tokenizer.pad_token_id
         self.rollouts = RolloutProducer(
-            config,
+            config.rollout_settings(),
             engine,
             task,
             self.train_problems,
@@ -285,7 +296,9 @@ class Trainer:
         )
         self._prefetched: deque[Rollout] = deque()
         self._launch_budget = 0
-        self.evaluator = Evaluator(config, self.eval_sets, engine, task, self.scorer)
+        self.evaluator = Evaluator(
+            config.evaluation_settings(), self.eval_sets, engine, task, self.scorer
+        )
 
     def _make_learner(self) -> Learner:
         """The optimizer, its warm-up + cosine schedule and the method's learner."""
@@ -331,7 +344,7 @@ class Trainer:
             total_updates=config.total_steps,
             length_of=self._length_of,
             length_unit=f"{config.length_unit_tokens:g} tokens of mean response length",
-            seed=stream_seed(config.seed, "llm_schedule"),
+            seed=stream_seed(config.run_seed, "llm_schedule"),
         )
 
     def _restore(self, state: dict[str, Any]) -> int:
@@ -364,9 +377,8 @@ class Trainer:
             "engine_factory": getattr(self.engine_factory, "__qualname__", None),
             "placement": repr(self.placement),
         }
-        key = rollout_key(
-            config, initial_policy_key(config, self.placement.learner_device), overrides
-        )
+        initial = initial_policy_key(config.warmup_settings(), self.placement.learner_device)
+        key = rollout_key(asdict(config), initial, overrides)
         return RolloutCache(config.cache_dir, key, notice=self.notice)
 
     def _length_of(self, item: Rollout) -> float:
@@ -383,7 +395,7 @@ class Trainer:
         config, placement = self.config, self.placement
         settings: dict[str, Any] = dict(
             max_model_len=config.max_prompt_tokens + config.max_completion_tokens,
-            seed=stream_seed(config.seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
+            seed=stream_seed(config.run_seed, "llm_engine", bits=32),  # vLLM: numpy needs < 2^32
             dtype=placement.engine_dtype,
             gpu_memory_utilization=config.vllm_gpu_memory_utilization,
             kv_cache_memory_bytes=config.vllm_kv_cache_memory_bytes,
@@ -640,7 +652,7 @@ def rebuild_lr_schedule(
 
 
 def train(
-    config: TrainConfig,
+    config: LLMTrainConfig,
     *,
     engine_factory: Callable[[Path], Any] | None = None,
     reward_fn: RewardFn | None = None,

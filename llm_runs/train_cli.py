@@ -2,7 +2,7 @@
 
 Values come from a recipe (`--recipe`, `llm_runs/configs/*.json`; `--run` picks one run of a
 suite), then a JSON config file (`--config`), then the flags; `--set FIELD=VALUE` overrides any
-`TrainConfig` field. Registered in `llm_runs.cli`; imports torch only when a run starts.
+`LLMTrainConfig` field. Registered in `llm_runs.cli`; imports torch only when a run starts.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gmc_grpo.config_reading import read_json_config
+from gmc_grpo.config_reading import read_json_config, resolve_aliases
 from gmc_grpo.fieldchecks import echo, parse_int_list, parse_name_list
 from gmc_grpo.json_files import NestingError, loads_json
 from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
-from llm_runs.config import TrainConfig
+from llm_runs.config import LLMTrainConfig
 from llm_runs.engines.factory import ENGINES
 from llm_runs.recipes import config_from_values, load_recipe
 from llm_runs.suite import SuiteConfig
@@ -50,7 +50,7 @@ EPILOG = r"""examples:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recipe", help="shipped recipe name or a JSON recipe file")
     parser.add_argument("--run", help="one run of a suite recipe (e.g. gmc_d128)")
-    parser.add_argument("--config", help="a JSON file of TrainConfig values (after the recipe)")
+    parser.add_argument("--config", help="a JSON file of LLMTrainConfig values (after the recipe)")
     parser.add_argument("--out", help="run directory (default: runs/<recipe>[_<run>])")
     parser.add_argument("--model", help="local model directory of the initial policy")
     parser.add_argument("--data-dir", help="local dataset folder (`gmc-grpo llm data`)")
@@ -61,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_suite_arguments(parser)
     parser.add_argument("--steps", type=int, help="total optimizer updates")
     parser.add_argument(
-        "--seed", type=int, help="seed of the data order, the rollouts and the warm-up"
+        "--seed",
+        type=int,
+        help="run_seed: the root seed of the data order, the rollouts and the warm-up",
     )
     parser.add_argument("--engine", choices=ENGINES, help="rollout engine")
     _add_resume_arguments(parser)
@@ -71,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override any TrainConfig field (VALUE parsed as JSON, else taken as a string)",
+        help="override any LLMTrainConfig field (VALUE parsed as JSON, else taken as a string)",
     )
 
 
@@ -166,7 +168,7 @@ def _add_resume_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD",
-        help="with --resume: accept a changed TrainConfig FIELD (repeatable; e.g. "
+        help="with --resume: accept a changed LLMTrainConfig FIELD (repeatable; e.g. "
         "learner_device when moving a run to other hardware); recorded in the run's history",
     )
 
@@ -178,14 +180,14 @@ def is_suite(args: argparse.Namespace) -> bool:
 
 
 def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[str, Any]:
-    """The `TrainConfig` values of the recipe, the config file and the flags."""
+    """The `LLMTrainConfig` values of the recipe, the config file and the flags."""
     values: dict[str, Any] = {}
     if args.recipe:
         values.update(load_recipe(args.recipe, args.run, base_only=suite))
     elif args.run:
         raise ValueError("--run needs --recipe")
     if args.config:
-        data = read_json_config(args.config, "--config (TrainConfig)")
+        data = read_json_config(args.config, "--config (LLMTrainConfig)")
         values.update(data["config"] if isinstance(data.get("config"), dict) else data)
     flags = {
         "out": args.out,
@@ -194,7 +196,7 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
         "method": args.method,
         "delay": args.delay,
         "total_steps": args.steps,
-        "seed": args.seed,
+        "run_seed": args.seed,
         "engine": args.engine,
         "schedule": args.schedule,
         "num_workers": args.workers,
@@ -232,7 +234,7 @@ def values_from_args(args: argparse.Namespace, *, suite: bool = False) -> dict[s
     return values
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
+def config_from_args(args: argparse.Namespace) -> LLMTrainConfig:
     return config_from_values(values_from_args(args))
 
 
@@ -254,7 +256,7 @@ def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
     seeds = (
         tuple(parse_int_list(args.seeds, "--seeds"))
         if given["seeds"]
-        else (int(values.get("seed", 0)),)
+        else (int(resolve_aliases(LLMTrainConfig, values).get("run_seed", 0)),)
     )
     methods = (
         tuple(parse_name_list(args.methods, "--methods"))

@@ -6,7 +6,7 @@ settings were found) at the fixed delays `LLM_SUITE_DELAYS` (`D = 0` and two pos
 every seed of the design, as one suite (`llm_runs.suite`): the methods of a seed share the
 warmed-up initial policy and the FIFO fill (built once, `llm_runs.cache`), the runs are spread
 over the machine's cores (at most two processes, one torch thread each). Every run tracks the
-quantities of §4.2's chain (`llm_runs.bounds`: drift, its pathwise bound, the current/behavior
+quantities of §4.2's chain (`llm_runs.bound_tracking`: drift, its pathwise bound, the current/behavior
 KL with its interval), beside the removed mass, capped fraction, entropy and lag-0 mismatch the
 learner logs.
 
@@ -22,7 +22,7 @@ per delay with the runs-vs-theory checks, and Figures 2 and 4 with the delays si
 A user reruns the default suite with
 
     gmc-grpo llm train --recipe tiny_delay_sweep --seeds 0,1,2,3,4,5 --methods grpo,tic,gmc \
-        --delays 0,32,64 --set track_bounds_every=10 --out runs/tiny_sweep
+        --delays 0,32,64 --set bound_every=10 --out runs/tiny_sweep
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from gmc_grpo.stats import interval_text
 LLM_SUITE_RECIPE = "tiny_delay_sweep"
 LLM_SUITE_METHODS: tuple[str, ...] = ("grpo", "tic", "gmc")
 LLM_SUITE_DELAYS: tuple[int, ...] = (0, 32, 64)
-#: `TrainConfig` values changed from the recipe (none: the recipe tracks the bounds itself)
+#: `LLMTrainConfig` values changed from the recipe (none: the recipe tracks the bounds itself)
 LLM_SUITE_OVERRIDES: dict[str, Any] = {}
 #: The seeds of each design (`gmc-grpo reproduce` runs "default", `--full` runs "full").
 DESIGNS: dict[str, tuple[int, ...]] = {
@@ -249,7 +249,7 @@ def llm_tiny_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
         f"{design} design): {len(analysis.runs)} runs (`gmc-grpo llm train --recipe "
         f"{LLM_SUITE_RECIPE} --seeds {','.join(str(s) for s in analysis.seeds)} --methods "
         f"{','.join(LLM_SUITE_METHODS)} --delays {','.join(str(d) for d in analysis.delays)} "
-        "--set track_bounds_every=10`). Not a paper setting: a measurement of what the tiny "
+        "--set bound_every=10`). Not a paper setting: a measurement of what the tiny "
         "model shows, with intervals.",
         "",
         *design_markdown(full),
@@ -283,7 +283,7 @@ def llm_tiny_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
         ]
     lines += [
         "**§4.2's quantities along the runs** (steady state, steps $\\ge D$; mean over seeds "
-        "with its 95% interval over seeds; `llm_runs.bounds`, `figures.bounds_vs_runs`): the "
+        "with its 95% interval over seeds; `llm_runs.bound_tracking`, `figures.bounds_vs_runs`): the "
         "removed mass and capped fraction the learner logs at every update, the KL between the "
         "current and the behavior policy (the bound tracker's: responses sampled at "
         "$\\theta_n$, the exact per-token KL summed, every 10 updates), the removed-mass bound "

@@ -34,7 +34,7 @@ from toy_mdps.reference import loop_gradient_estimates  # noqa: E402
 from toy_mdps.statistics import gradient_estimates, sample_groups  # noqa: E402
 from toy_mdps.sweep.config import SweepConfig  # noqa: E402
 from toy_mdps.sweep.run import run_sweep  # noqa: E402
-from toy_mdps.train.config import TrainConfig  # noqa: E402
+from toy_mdps.train.config import ToyTrainConfig  # noqa: E402
 from toy_mdps.train.learner import AsyncLearner  # noqa: E402
 
 torch.set_num_threads(1)
@@ -123,7 +123,7 @@ def test_a_rule_equal_to_gmc_reproduces_gmc_in_the_sweep(tmp_path, gmc_copy):
 def test_a_rule_equal_to_gmc_reproduces_gmc_in_the_toy_learner(gmc_copy):
     runs = {}
     for method in ("gmc", "gmc_copy"):
-        learner = AsyncLearner(TrainConfig(**TINY, method=method, delay=2, total_steps=8))
+        learner = AsyncLearner(ToyTrainConfig(**TINY, method=method, delay=2, total_steps=8))
         runs[method] = [row for _ in range(8) for row in learner.train_step()]
     for a, b in zip(runs["gmc"], runs["gmc_copy"], strict=True):
         assert {k: v for k, v in a.items() if k not in DIFFERENT} == {
@@ -165,7 +165,7 @@ def test_soft_gmc_in_the_sweep_removes_more_mass_than_gmc(tmp_path):
 
 
 def test_soft_gmc_in_the_toy_learner_logs_its_own_removed_mass():
-    learner = AsyncLearner(TrainConfig(**TINY, method="soft_gmc", delay=2, total_steps=6))
+    learner = AsyncLearner(ToyTrainConfig(**TINY, method="soft_gmc", delay=2, total_steps=6))
     for _ in range(4):
         rows = learner.train_step()
     s = learner.last["log_ratio"]  # [S, B, G] of the last step

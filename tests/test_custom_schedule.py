@@ -37,7 +37,7 @@ from gmc_grpo.staleness import (  # noqa: E402
     unregister_schedule,
 )
 from toy_mdps.train.bound_measurement import pending_versions  # noqa: E402
-from toy_mdps.train.config import TrainConfig  # noqa: E402
+from toy_mdps.train.config import ToyTrainConfig  # noqa: E402
 from toy_mdps.train.learner import AsyncLearner  # noqa: E402
 
 torch.set_num_threads(1)
@@ -92,7 +92,7 @@ def test_the_spec_reads_delay_counting_updates():
 
 
 def test_in_the_toy_learner(tmp_path):
-    config = TrainConfig(**TINY, schedule="periodic_sync", delay=2, total_steps=7)
+    config = ToyTrainConfig(**TINY, schedule="periodic_sync", delay=2, total_steps=7)
     learner = AsyncLearner(config)
     rows = []
     pending = []
@@ -113,7 +113,7 @@ def test_in_the_toy_learner(tmp_path):
 def test_in_the_toy_learner_from_a_run(tmp_path):
     from toy_mdps.train.run import train
 
-    config = TrainConfig(**TINY, schedule="periodic_sync", delay=2, total_steps=7)
+    config = ToyTrainConfig(**TINY, schedule="periodic_sync", delay=2, total_steps=7)
     summary = train(config, tmp_path / "run")
     rows = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["staleness/lag"] for r in rows if r["seed"] == 0] == CYCLE

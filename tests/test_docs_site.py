@@ -358,14 +358,14 @@ _CODE_NOT_FORMULA = {
     ("integrations.md", "num_generations >= 2"),
     (
         "records.md",
-        "TrainConfig.seeds=[-1]: must be a non-empty list of distinct whole numbers >= 0",
+        "ToyTrainConfig.seeds=[-1]: must be a non-empty list of distinct whole numbers >= 0",
     ),
     ("records.md", "EvalConfig.seed=-1: must be a whole number >= 0; ..."),
     ("records.md", "eps = inf"),
     (
         "records.md",
-        "TrainConfig.eps=inf: must be a finite number > 0 (the cap is 1 + eps, ...; for no cap at "
-        "all use method 'is')",
+        "ToyTrainConfig.eps=inf: must be a finite number > 0 (the cap is 1 + eps, ...; for no cap "
+        "at all use method 'is')",
     ),
     ("scoring.md", "x^2+2x"),
     ("scoring.md", "x^0.5"),

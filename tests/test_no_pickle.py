@@ -140,11 +140,11 @@ def test_a_pickled_toy_checkpoint_never_runs(tmp_path: Path, capsys) -> None:
 def llm_run(tmp_path_factory) -> Path:
     """A finished tiny `llm train` run with its checkpoint."""
     pytest.importorskip("transformers", reason="the LLM track needs transformers")
-    from llm_runs.config import TrainConfig
+    from llm_runs.config import LLMTrainConfig
     from llm_runs.train import train
 
     out = tmp_path_factory.mktemp("llm") / "run"
-    config = TrainConfig(
+    config = LLMTrainConfig(
         out=str(out),
         tiny_model={"seed": 1, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128},
         task="arithmetic",

@@ -30,7 +30,7 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 @dataclass(kw_only=True)
 class ProblemFields:
     """The token MDP and policy class of a toy config (`toy_mdps.mdp.TokenMDP`,
-    `toy_mdps.policies`); `SweepConfig` and the toy `TrainConfig` inherit these fields."""
+    `toy_mdps.policies`); `SweepConfig` and the toy `ToyTrainConfig` inherit these fields."""
 
     num_prompts: int = 8
     """`K`, uniform prompts"""
@@ -133,7 +133,7 @@ def make_mdp(config: Any) -> TokenMDP:
 CONFIG_COMMANDS = {
     "sweep": "gmc-grpo toy sweep --config FILE",
     "experiment": "gmc-grpo toy train --config FILE",
-    "run": "TrainConfig.from_file (a single run; on the command line, flags)",
+    "run": "ToyTrainConfig.from_file (a single run; on the command line, flags)",
 }
 # shipped file names of each kind (sweeps: every other `*.json`)
 _SHIPPED_EXPERIMENTS = "train_*.json"
@@ -141,7 +141,7 @@ _SHIPPED_EXPERIMENTS = "train_*.json"
 
 def config_kind(data: dict[str, Any]) -> str:
     """`"experiment"` (an `ExperimentConfig`: `base`/`grid`/`zip`, or a `kind` naming an
-    analysis), `"run"` (bare `TrainConfig` fields such as `method`) or `"sweep"`."""
+    analysis), `"run"` (bare `ToyTrainConfig` fields such as `method`) or `"sweep"`."""
     kind = data.get("kind")
     if kind == "sweep":
         return "sweep"
@@ -156,7 +156,7 @@ def read_toy_config(path: str | Path, what: str) -> dict[str, Any]:
     """A toy config file of kind `what` (`"sweep"`, `"experiment"` or `"run"`), as a dict.
 
     A missing file names the shipped configs of that kind (`toy_mdps/configs/`); a file of the
-    other kind names the command that runs it; a bare `TrainConfig` (single-run fields) says to
+    other kind names the command that runs it; a bare `ToyTrainConfig` (single-run fields) says to
     put them under an experiment's `base`.
     """
     experiment = what != "sweep"

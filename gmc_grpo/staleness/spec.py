@@ -1,7 +1,7 @@
 """The schedule spec: one set of schedule fields, one check, one registry, one factory.
 
 - `ScheduleSettings`: the schedule fields every training config shares, each documented and
-  checked once (`check_schedule_fields`). The toy and the LLM `TrainConfig` inherit them, as they
+  checked once (`check_schedule_fields`). `ToyTrainConfig` and `LLMTrainConfig` inherit them, as they
   inherit the method constants of `gmc_grpo.methods.MethodSettings`, so one name means one thing
   in both tracks.
 - `ScheduleContext`: what a learner supplies besides the config (the batch size `B`, the updates
@@ -73,8 +73,8 @@ CONFIG_GENERATION_TIMES: tuple[str, ...] = GENERATION_TIME_NAMES[:-1]
 class ScheduleSettings:
     """The staleness schedule and its parameters, under the names every config uses.
 
-    The training configs inherit these fields (`toy_mdps.train.config.TrainConfig`,
-    `llm_runs.config.TrainConfig`), so each is declared, documented and checked once
+    The training configs inherit these fields (`toy_mdps.train.config.ToyTrainConfig`,
+    `llm_runs.config.LLMTrainConfig`), so each is declared, documented and checked once
     (`check_schedule_fields`); a schedule reads the fields its spec names (`ScheduleSpec.fields`)
     and ignores the others (their defaults stay valid).
     """
@@ -430,9 +430,17 @@ def get_schedule(name: str) -> ScheduleSpec:
     return _SCHEDULES.get(name)
 
 
-def make_schedule(settings: Any, context: ScheduleContext | None = None) -> Schedule[Any]:
-    """The schedule `settings.schedule` names, built from the schedule fields of `settings` (a
-    `ScheduleSettings` or a config inheriting it) and the learner's `context`."""
+def make_schedule(
+    settings: ScheduleSettings, context: ScheduleContext | None = None
+) -> Schedule[Any]:
+    """The schedule `settings.schedule` names, built from `settings` (the schedule fields alone:
+    a trainer hands `ScheduleSettings.of(config)`, never its whole config) and the learner's
+    `context`."""
+    if type(settings) is not ScheduleSettings:
+        raise TypeError(
+            f"make_schedule takes a ScheduleSettings (`ScheduleSettings.of(config)`: the schedule "
+            f"fields alone), got a {type(settings).__name__}"
+        )
     spec = get_schedule(settings.schedule)
     schedule = spec.build(settings, context or ScheduleContext())
     if schedule.item != spec.item:

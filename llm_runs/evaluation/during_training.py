@@ -2,7 +2,7 @@
 
 Every `eval_every` updates (and at 0 and at the end) the trainer calls `Evaluator.evaluate`,
 which writes one `evals.jsonl` row per (eval set, decoding). The protocol is the one of
-`gmc-grpo llm eval` (`llm_runs.evaluate`: `sampling_config`, `evaluate_one`,
+`gmc-grpo llm eval` (`llm_runs.evaluation.protocol`: `sampling_config`, `evaluate_one`,
 `summarize_benchmark`), run on the training engine: task "math" scores with math-verify in
 chunks of `EVAL_BATCH_SIZE` prompts (chunk `i` of eval set `k` samples from stream
 `llm_evaluation` of `seed` at path `(k, i)`, `gmc_grpo.seeding`, as `llm eval` does); task
@@ -17,7 +17,7 @@ from typing import Any
 
 from gmc_grpo.run_writer import RunWriter
 from gmc_grpo.seeding import base_seed
-from llm_runs.config import TrainConfig
+from llm_runs.config import EvaluationSettings
 from llm_runs.evaluation.config import EVAL_BATCH_SIZE
 from llm_runs.evaluation.protocol import evaluate_one, sampling_config, summarize_benchmark
 from llm_runs.rollouts import Task
@@ -28,13 +28,13 @@ class Evaluator:
 
     def __init__(
         self,
-        config: TrainConfig,
+        settings: EvaluationSettings,
         eval_sets: Mapping[str, Sequence[Any]],
         engine: Any,
         task: Task,
         scorer: Any = None,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.eval_sets = eval_sets
         self.engine = engine
         self.task = task
@@ -44,9 +44,9 @@ class Evaluator:
         """One row per (eval set, decoding) into `writer`'s `evals.jsonl`."""
         for index, (name, problems) in enumerate(self.eval_sets.items()):
             prompts = [self.task.prompt(p.problem) for p in problems]
-            for decoding in self.config.eval_decodings:
+            for decoding in self.settings.eval_decodings:
                 t0 = time.time()
-                if self.config.task == "math":
+                if self.settings.task == "math":
                     row = self._math(name, problems, prompts, decoding, index)
                 else:
                     row = self._exact(problems, prompts, decoding, index)
@@ -55,13 +55,13 @@ class Evaluator:
                 )
 
     def _sampling(self, decoding: str, seed: int):
-        config = self.config
+        settings = self.settings
         return sampling_config(
             decoding,
-            n=config.eval_samples,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            max_tokens=config.max_completion_tokens,
+            n=settings.eval_samples,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_tokens=settings.max_completion_tokens,
             stop=self.task.stop,
             seed=seed,
         )
@@ -69,7 +69,9 @@ class Evaluator:
     def _exact(self, problems, prompts, decoding: str, index: int) -> dict[str, Any]:
         from llm_runs.arithmetic import exact_reward
 
-        sampling = self._sampling(decoding, base_seed(self.config.seed, "llm_evaluation", index, 0))
+        sampling = self._sampling(
+            decoding, base_seed(self.settings.run_seed, "llm_evaluation", index, 0)
+        )
         samples = self.engine.generate(prompts, sampling)
         correct = [
             [exact_reward(s.text, p.answer) > 0 for s in outs]
@@ -83,7 +85,7 @@ class Evaluator:
         )
 
     def _math(self, name: str, problems, prompts, decoding: str, index: int) -> dict[str, Any]:
-        seed = self.config.seed
+        seed = self.settings.run_seed
         row, _outputs = evaluate_one(
             self.engine,
             self.scorer,

@@ -11,11 +11,10 @@ import pytest
 from gmc_grpo.config_reading import RENAMED_FIELDS, check_field_names, dataclass_from_dict
 from gmc_grpo.lr_schedule import CosineWithWarmup, cosine_lr, warmup_steps_for
 from gmc_grpo.stats import normal_quantile, paired_difference, t_interval, t_quantile
-from llm_runs.config import TrainConfig as LLMTrainConfig
+from llm_runs.config import LLMTrainConfig
 from llm_runs.recipes import config_from_values
 from toy_mdps.sweep.config import SweepConfig
-from toy_mdps.train.config import ExperimentConfig
-from toy_mdps.train.config import TrainConfig as ToyTrainConfig
+from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig
 
 
 @pytest.mark.parametrize(
@@ -28,10 +27,10 @@ from toy_mdps.train.config import TrainConfig as ToyTrainConfig
     ],
 )
 def test_old_toy_field_names_name_the_new_one(old, new):
-    with pytest.raises(ValueError, match=rf"TrainConfig\.{old} was renamed {new}"):
+    with pytest.raises(ValueError, match=rf"ToyTrainConfig\.{old} was renamed {new}"):
         ToyTrainConfig.from_dict({old: 1})
     with pytest.raises(
-        ValueError, match=rf"ExperimentConfig\.base: TrainConfig\.{old} was renamed"
+        ValueError, match=rf"ExperimentConfig\.base: ToyTrainConfig\.{old} was renamed"
     ):
         ExperimentConfig.from_dict({"base": {old: 1}})
 
@@ -52,7 +51,7 @@ def test_old_sweep_field_name_names_the_new_one():
     ],
 )
 def test_old_llm_field_names_name_the_new_one(old, new):
-    with pytest.raises(ValueError, match=rf"TrainConfig\.{old} was renamed {new}"):
+    with pytest.raises(ValueError, match=rf"LLMTrainConfig\.{old} was renamed {new}"):
         config_from_values({"out": "runs/x", "model": "m", old: 0.3})
 
 

@@ -151,11 +151,11 @@ def test_records_of_another_seeding_are_refused():
 
 
 def test_a_toy_run_of_the_old_seeding_is_refused_on_resume(tmp_path):
-    from toy_mdps.train.config import TrainConfig
+    from toy_mdps.train.config import ToyTrainConfig
     from toy_mdps.train.learner import AsyncLearner
     from toy_mdps.train.run import train
 
-    config = TrainConfig(
+    config = ToyTrainConfig(
         num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=4, seeds=[0],
         delay=1, total_steps=4, checkpoint_every=2,
     )  # fmt: skip

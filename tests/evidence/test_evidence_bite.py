@@ -15,7 +15,7 @@ from evidence.measured import run_bounds
 from evidence.registry import run_findings
 from evidence.run_evidence import RunEvidence
 from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
-from toy_mdps.train.config import ExperimentConfig, TrainConfig, shipped_experiment
+from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig, shipped_experiment
 from toy_mdps.train.run import train
 
 torch.set_num_threads(1)
@@ -111,7 +111,7 @@ def test_verdict_is_one_sided_and_vacuous_above_the_ceiling() -> None:
 
 
 def _tiny_bite_run(path: Path) -> Path:
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         num_prompts=2,
         vocab_size=3,
         max_length=3,

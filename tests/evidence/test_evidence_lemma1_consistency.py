@@ -13,7 +13,7 @@ import torch
 import evidence.measured as measured
 from evidence.measured import SMOOTHNESS_CHECK, run_bounds
 from evidence.vacuity import lemma1_ratios, smoothness_summary
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.run import train
 
 torch.set_num_threads(1)
@@ -21,7 +21,7 @@ torch.set_num_threads(1)
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         num_prompts=2,
         vocab_size=3,
         max_length=3,

@@ -12,22 +12,22 @@ from typing import Any
 import pytest
 import torch
 
-from llm_runs.config import TrainConfig
+from llm_runs.config import LLMTrainConfig
 
 # what every CPU test run of the trainer shares
 CPU_RUN = dict(optimizer="adamw", engine="hf", learner_device="cpu", progress=False)
 
 
-def cpu_config(out, **values: Any) -> TrainConfig:
-    """A `TrainConfig` for a seconds-long CPU run writing to `out`."""
-    return TrainConfig(out=str(out), **{**CPU_RUN, **values})
+def cpu_config(out, **values: Any) -> LLMTrainConfig:
+    """A `LLMTrainConfig` for a seconds-long CPU run writing to `out`."""
+    return LLMTrainConfig(out=str(out), **{**CPU_RUN, **values})
 
 
 # a 1-layer tiny Qwen3 (random init)
 TINY = {"seed": 0, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128}
 
 
-def tiny_config(out, **overrides: Any) -> TrainConfig:
+def tiny_config(out, **overrides: Any) -> LLMTrainConfig:
     """A seconds-long run: 4 prompts x 4 responses of <= 6 tokens on additions, no warm-up."""
     values: dict[str, Any] = dict(
         tiny_model=TINY,

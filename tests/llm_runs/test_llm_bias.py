@@ -76,9 +76,9 @@ def test_on_policy_every_estimate_is_the_is_one_and_unbiased(tiny):
     config, problems, tokenizer, model = tiny
     torch.set_num_threads(1)
     producer = RolloutProducer(
-        dataclasses.replace(config, group_size=4),
+        dataclasses.replace(config, group_size=4).rollout_settings(),
         HFEngine.from_model(model, tokenizer),
-        Task(config, tokenizer),
+        Task(config.task, config.max_prompt_tokens, tokenizer),
         problems,
         pad_id=tokenizer.pad_token_id,
         reward_fn=even_first_char,

@@ -128,9 +128,9 @@ def test_kl_estimate_matches_the_enumerated_sequence_kl(two_policies):
 
 
 def test_a_tracked_run_trains_as_an_untracked_one(tmp_path):
-    common = dict(delay=3, total_steps=8, seed=1)
+    common = dict(delay=3, total_steps=8, run_seed=1)
     train(tiny_config(tmp_path / "plain", **common), notice=quiet)
-    train(tiny_config(tmp_path / "tracked", track_bounds_every=2, **common), notice=quiet)
+    train(tiny_config(tmp_path / "tracked", bound_every=2, **common), notice=quiet)
     plain = read_jsonl(tmp_path / "plain" / "metrics.jsonl")
     tracked = read_jsonl(tmp_path / "tracked" / "metrics.jsonl")
     assert len(plain) == len(tracked) == 8
@@ -154,22 +154,24 @@ def test_a_tracked_run_trains_as_an_untracked_one(tmp_path):
 
 def test_snapshots_that_do_not_fit_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bound_tracking, "MAX_SNAPSHOT_BYTES", 1024)
-    with pytest.raises(ValueError, match="track_bounds_every"):
-        train(tiny_config(tmp_path / "run", delay=3, track_bounds_every=2), notice=quiet)
+    with pytest.raises(ValueError, match="bound_every"):
+        train(tiny_config(tmp_path / "run", delay=3, bound_every=2), notice=quiet)
 
 
 def test_track_bounds_fields_are_checked(tmp_path):
-    with pytest.raises(ValueError, match="track_bounds_samples"):
-        tiny_config(tmp_path, track_bounds_every=1, track_bounds_samples=1)
-    with pytest.raises(ValueError, match="track_bounds_every"):
-        tiny_config(tmp_path, track_bounds_every=-1)
+    with pytest.raises(ValueError, match="bound_samples"):
+        tiny_config(tmp_path, bound_every=1, bound_samples=1)
+    with pytest.raises(ValueError, match="bound_every"):
+        tiny_config(tmp_path, bound_every=-1)
 
 
 def test_a_pinned_warm_up_seed_shares_the_initial_policy(tmp_path):
     from llm_runs.cache import initial_policy_key
 
     def key(**values):
-        return initial_policy_key(tiny_config(tmp_path, sft_steps=5, **values), "cpu")
+        return initial_policy_key(
+            tiny_config(tmp_path, sft_steps=5, **values).warmup_settings(), "cpu"
+        )
 
-    assert key(seed=1, sft_seed=0) == key(seed=0, sft_seed=0) == key(seed=0)
-    assert key(seed=1) != key(seed=0)
+    assert key(run_seed=1, sft_seed=0) == key(run_seed=0, sft_seed=0) == key(run_seed=0)
+    assert key(run_seed=1) != key(run_seed=0)

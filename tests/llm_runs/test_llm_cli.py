@@ -92,7 +92,7 @@ def test_shipped_eval_recipe_is_the_paper_protocol(tmp_path) -> None:
 
 
 def test_no_progress_silences_transformers_bars() -> None:
-    """`--no-progress` (TrainConfig.progress False) turns transformers' own bars ("Loading
+    """`--no-progress` (LLMTrainConfig.progress False) turns transformers' own bars ("Loading
     weights", "Writing model shards") off for the run and restores the setting afterwards."""
     from transformers.utils import logging as hf_logging
 

@@ -106,7 +106,7 @@ def test_an_unknown_check_name_is_refused(tmp_path, two_h100s, capsys):
 
     args, _ = train_args(tmp_path, "--set", "preflight_skip=gpu")
     assert main(args) == 2
-    assert "TrainConfig.preflight_skip" in capsys.readouterr().err
+    assert "LLMTrainConfig.preflight_skip" in capsys.readouterr().err
 
 
 def test_plan_prints_the_need_and_starts_nothing(tmp_path, capsys):
@@ -241,7 +241,10 @@ def test_the_check_before_torch_needs_no_more_shared_memory_than_the_run_check(
     preflight.check_before_torch(config)  # passes at exactly the need
     from llm_runs.models import resolve_placement
 
-    assert preflight.check_run(config, resolve_placement(config)).shm_bytes == need
+    assert (
+        preflight.check_run(config, resolve_placement(config.placement_settings())).shm_bytes
+        == need
+    )
     monkeypatch.setattr(preflight, "free_bytes_of", lambda folder: need - 1)
     with pytest.raises(preflight.PreflightError, match="host shared memory"):
         preflight.check_before_torch(config)

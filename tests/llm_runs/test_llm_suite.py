@@ -183,7 +183,7 @@ def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path)
     from llm_runs.recipes import config_from_values
 
     def run(name, method, seed=0, cache=None):
-        values = {**BASE, "out": str(tmp_path / name), "method": method, "seed": seed}
+        values = {**BASE, "out": str(tmp_path / name), "method": method, "run_seed": seed}
         trainer = Trainer(config_from_values({**values, "cache_dir": cache}), notice=quiet)
         trainer.run()
         return trainer
@@ -213,7 +213,7 @@ def test_a_damaged_cache_entry_is_dropped_and_generated_again(tmp_path):
     from llm_runs.recipes import config_from_values
 
     def run(name, cache=None, notes=None):
-        values = {**BASE, "out": str(tmp_path / name), "method": "gmc", "seed": 0}
+        values = {**BASE, "out": str(tmp_path / name), "method": "gmc", "run_seed": 0}
         notice = quiet if notes is None else notes.append
         trainer = Trainer(config_from_values({**values, "cache_dir": cache}), notice=notice)
         trainer.run()

@@ -88,7 +88,9 @@ def test_adamw8bit_on_a_cpu_without_cpu_kernels_names_the_deliberate_alternative
         Trainer(config, notice=quiet)
     assert not (tmp_path / "run").exists()
     chosen = paper_config(tmp_path, "simulated_async", optimizer="adamw")
-    check_learner(chosen, resolve_placement(chosen), quiet)  # asked for on purpose: accepted
+    check_learner(
+        chosen.optimizer, chosen.lr, resolve_placement(chosen.placement_settings()), quiet
+    )  # asked for on purpose: accepted
     with pytest.raises(ValueError, match="needs a CUDA device"):
         check_optimizer("adamw8bit", torch.device("cpu"))
 
@@ -98,11 +100,21 @@ def test_pure_bfloat16_learner_is_warned_about_its_underflow_lr(tmp_path):
 
     config = paper_config(tmp_path, "simulated_async", optimizer="adamw", learner_dtype="bfloat16")
     notices: list[str] = []
-    check_learner(config, resolve_placement(config), notices.append)
+    check_learner(
+        config.optimizer,
+        config.lr,
+        resolve_placement(config.placement_settings()),
+        notices.append,
+    )
     assert len(notices) == 1 and "lr < 6.1e-05" in notices[0] and "1e-06" in notices[0]
     default = paper_config(tmp_path, "simulated_async", optimizer="adamw")
     notices.clear()
-    check_learner(default, resolve_placement(default), notices.append)
+    check_learner(
+        default.optimizer,
+        default.lr,
+        resolve_placement(default.placement_settings()),
+        notices.append,
+    )
     assert notices == []
 
 
@@ -128,7 +140,7 @@ def test_reload_api_check():
 
 
 def test_enforce_eager_reaches_the_engine_factory(tmp_path, monkeypatch):
-    """`TrainConfig.vllm_enforce_eager` is passed through the factory (None: decided by the
+    """`LLMTrainConfig.vllm_enforce_eager` is passed through the factory (None: decided by the
     engine, eager on a CPU, CUDA graphs on CUDA)."""
     from llm_train_checks import tiny_config
 

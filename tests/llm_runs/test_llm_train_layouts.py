@@ -29,7 +29,7 @@ def two_gpus(monkeypatch):
 
 def placement(tmp_path, **values):
     config = tiny_config(tmp_path / "run", **{"learner_device": "auto", **values})
-    return resolve_placement(config)
+    return resolve_placement(config.placement_settings())
 
 
 def test_the_layouts_on_cuda(tmp_path, two_gpus):

@@ -20,7 +20,7 @@ from llm_train_checks import (  # noqa: E402, F401
 
 from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from gmc_grpo.records import METRIC_NAMES  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.recipes import load_recipe  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
@@ -136,7 +136,7 @@ def test_vcpo_and_gac_hooks_are_logged(tmp_path, method):
 
 
 def test_missing_model_directory(tmp_path):
-    config = TrainConfig(out=str(tmp_path / "run"), model=str(tmp_path / "nope"))
+    config = LLMTrainConfig(out=str(tmp_path / "run"), model=str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Trainer(config, reward_fn=even_first_char, notice=quiet)
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

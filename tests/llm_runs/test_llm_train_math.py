@@ -13,14 +13,14 @@ pytest.importorskip("transformers", reason="the LLM track needs transformers")
 from llm_train_checks import cpu_config, one_thread  # noqa: E402, F401
 
 from gmc_grpo.json_files import read_jsonl  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.tiny import build_tiny_qwen3  # noqa: E402
 from llm_runs.train import train  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
 
-def math_config(out, model_dir, **overrides) -> TrainConfig:
+def math_config(out, model_dir, **overrides) -> LLMTrainConfig:
     values = dict(
         model=str(model_dir),
         task="math",

@@ -12,7 +12,7 @@ from safetensors.torch import load_file  # noqa: E402
 
 from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
 
 
@@ -20,7 +20,7 @@ class Killed(Exception):
     """Stands for the process being killed right after an update."""
 
 
-def config(out, **overrides) -> TrainConfig:
+def config(out, **overrides) -> LLMTrainConfig:
     values = dict(
         tiny_model={"seed": 1, "num_layers": 1, "hidden_size": 64, "intermediate_size": 128},
         task="arithmetic",

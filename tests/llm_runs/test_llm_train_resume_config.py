@@ -22,7 +22,7 @@ from gmc_grpo.records import RecordSchemaError  # noqa: E402
 from gmc_grpo.resume import ResumeConfigError, ResumeRequest  # noqa: E402
 from gmc_grpo.staleness import make_schedule  # noqa: E402
 from llm_runs import checkpoint as ckpt  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
 
 BASE = dict(
@@ -43,7 +43,7 @@ BASE = dict(
 )
 
 
-def config(out: Path, **overrides) -> TrainConfig:
+def config(out: Path, **overrides) -> LLMTrainConfig:
     return cpu_config(out, **{**BASE, **overrides})
 
 
@@ -164,7 +164,7 @@ def test_delay_counts_learner_updates_with_inner_steps():
     two = dict(num_groups=2, inner_steps=2, checkpoint_every=0)
     cfg = config(Path("unused"), **two, delay=4, total_steps=12)
     trainer = Trainer(cfg, reward_fn=even_first_char, notice=quiet)
-    assert make_schedule(cfg, trainer.schedule_context()).delay == 2
+    assert make_schedule(cfg.schedule_settings(), trainer.schedule_context()).delay == 2
     with pytest.raises(ValueError, match=r"delay=3: must be a multiple of inner_steps=2"):
         config(Path("x"), **two, delay=3, total_steps=12)
     with pytest.raises(ValueError, match=r"delay=12: must be smaller than total_steps=12"):
@@ -179,3 +179,33 @@ def test_realised_lags_with_inner_steps_two(tmp_path):
     # warm-up: two batches of the initial policy (updates 0-3), then each batch is consumed
     # 4 updates after the policy that generated it: lags 4, 5 per batch
     assert lags == [0, 1, 2, 3, 4, 5, 4, 5, 4, 5, 4, 5]
+
+
+# the LLM config's names before they took the toy config's words (issue 33)
+OLD_NAMES = {
+    "run_seed": "seed",
+    "bound_every": "track_bounds_every",
+    "bound_samples": "track_bounds_samples",
+}
+
+
+def test_a_run_stored_under_the_old_names_resumes_under_the_new_ones(finished, tmp_path):
+    """Records written before `seed` and `track_bounds_*` took the toy config's words
+    (`run_seed`, `bound_every`, `bound_samples`) are read back under the new names: the resume
+    compares like with like (the seed, which may not change, included) and reports the change of
+    the new field; a new run writes the new names."""
+    stored = read_json(finished / "config.json")["config"]
+    assert set(OLD_NAMES) <= set(stored) and not set(OLD_NAMES.values()) & set(stored)
+    run = copy_of(finished, tmp_path)
+    files = [run / "config.json", *(p / "state.json" for p in ckpt.list_checkpoints(run).values())]
+    for path in files:
+        payload = read_json(path)
+        old = payload["config"]
+        payload["config"] = {
+            OLD_NAMES.get(k, k): (5 if k == "bound_samples" else v) for k, v in old.items()
+        }
+        path.write_text(json.dumps(payload))
+    trainer = Trainer(config(run, resume=True), notice=quiet)
+    changes = trainer.resume_changes
+    assert changes["bound_samples"] == (5, 8)
+    assert not {*OLD_NAMES.values(), "run_seed", "bound_every"} & set(changes)

@@ -21,12 +21,12 @@ from gmc_grpo.json_files import read_jsonl  # noqa: E402
 from gmc_grpo.records import METRIC_NAMES  # noqa: E402
 from gmc_grpo.staleness import lag_statistics  # noqa: E402
 from llm_runs.batch import TrajectoryBatch, batch_from, batch_logprobs, tensors_of  # noqa: E402
-from llm_runs.config import TrainConfig  # noqa: E402
+from llm_runs.config import LLMTrainConfig  # noqa: E402
 from llm_runs.engines.hf import HFEngine  # noqa: E402
 from llm_runs.train import Trainer, train  # noqa: E402
 
 
-def workers_config(out, **overrides) -> TrainConfig:
+def workers_config(out, **overrides) -> LLMTrainConfig:
     """4 groups of 3 per update, 7 workers whose groups take as long as their responses."""
     values = dict(
         group_size=3,

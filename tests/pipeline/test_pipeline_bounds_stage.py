@@ -14,7 +14,7 @@ from figures.bound_tracking import plot_bound_tracking
 from gmc_grpo.json_files import read_json
 from pipeline import bounds_stage
 from pipeline.reproduce import STAGES, claims_headline
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.run import train
 
 matplotlib.use("Agg")
@@ -24,7 +24,7 @@ TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=
 
 
 def _tracked(path: Path, method: str, optimizer: str = "sgd") -> Path:
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         **TINY,
         method=method,
         optimizer=optimizer,

@@ -29,7 +29,7 @@ def test_the_stage_designs_are_valid_and_name_their_settings(tmp_path, full):
     for run in runs[:3]:
         values = config.run_values(run)
         assert values["cache_dir"] == str(tmp_path / "suite" / "cache")
-        assert values["track_bounds_every"] > 0  # the bounds' quantities along every run
+        assert values["bound_every"] > 0  # the bounds' quantities along every run
         config_from_values(values)  # every run's config is valid
     stage = next(s for s in reproduce.STAGES if s.name == "llm_tiny")
     assert stage.runner == "pipeline.llm_stage:llm_tiny_stage"

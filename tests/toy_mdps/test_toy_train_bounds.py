@@ -13,7 +13,7 @@ from gmc_grpo.records import METRIC_NAMES
 from toy_mdps.enumeration import exact_gradient, exact_kl, log_policy_table
 from toy_mdps.statistics import exact_estimator_moments
 from toy_mdps.train.bound_measurement import BoundTracker, pending_versions
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner
 from toy_mdps.train.run import train
 
@@ -23,11 +23,11 @@ TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=1, group_size=
 SGD = dict(optimizer="sgd", lr=4.0, lr_schedule="constant", grad_clip=None)
 
 
-def _config(**kw: object) -> TrainConfig:
+def _config(**kw: object) -> ToyTrainConfig:
     base = dict(TINY, **SGD, method="gmc", eps=0.05, delay=2, total_steps=8, seeds=[0, 1])
     base.update(bound_every=3, bound_minibatches=400, checkpoint_every=1000)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return ToyTrainConfig(**base)  # type: ignore[arg-type]
 
 
 def _learner_fields(row: dict) -> dict:
@@ -151,7 +151,7 @@ def test_killed_tracked_run_resumes_to_identical_records(tmp_path: Path) -> None
     ],
 )
 def test_config_errors_name_the_field(kw: dict, message: str) -> None:
-    with pytest.raises(ValueError, match="TrainConfig.bound") as err:
+    with pytest.raises(ValueError, match="ToyTrainConfig.bound") as err:
         _config(**kw)
     assert message in str(err.value)
 

@@ -13,7 +13,7 @@ from toy_mdps.behavior import reference_trajectory
 from toy_mdps.enumeration import exact_gradient, exact_objective, exact_token_entropy
 from toy_mdps.policies import make_policy
 from toy_mdps.statistics import squared_bias
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state, lr_at, trajectory_score_norm_sq
 
 torch.set_num_threads(1)
@@ -21,8 +21,8 @@ torch.set_num_threads(1)
 TINY = dict(num_prompts=2, vocab_size=3, max_length=3, num_groups=2, group_size=4)
 
 
-def _config(**kw: object) -> TrainConfig:
-    return TrainConfig(**{**TINY, "total_steps": 6, "seeds": [0, 1], **kw})  # type: ignore[arg-type]
+def _config(**kw: object) -> ToyTrainConfig:
+    return ToyTrainConfig(**{**TINY, "total_steps": 6, "seeds": [0, 1], **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("policy", ["tabular", "loglinear"])
@@ -219,11 +219,11 @@ def test_length_coupled_lags_follow_lengths() -> None:
 
 
 def test_config_errors_name_field_and_value() -> None:
-    with pytest.raises(ValueError, match=r"TrainConfig.method='ppo'"):
-        TrainConfig(method="ppo")
-    with pytest.raises(ValueError, match=r"TrainConfig.delay=-1"):
-        TrainConfig(delay=-1)
-    with pytest.raises(ValueError, match=r"TrainConfig.seeds=\[1, 1\]"):
-        TrainConfig(seeds=[1, 1])
-    with pytest.raises(ValueError, match="unknown TrainConfig fields"):
-        TrainConfig.from_dict({"delays": [1]})
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.method='ppo'"):
+        ToyTrainConfig(method="ppo")
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.delay=-1"):
+        ToyTrainConfig(delay=-1)
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.seeds=\[1, 1\]"):
+        ToyTrainConfig(seeds=[1, 1])
+    with pytest.raises(ValueError, match="unknown ToyTrainConfig fields"):
+        ToyTrainConfig.from_dict({"delays": [1]})

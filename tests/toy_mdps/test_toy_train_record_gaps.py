@@ -13,7 +13,7 @@ import torch
 from gmc_grpo.json_files import read_jsonl
 from gmc_grpo.records import read_run_config
 from pipeline.toy import main as toy_main
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.run import train
 
 torch.set_num_threads(1)
@@ -79,7 +79,7 @@ def test_rows_ahead_of_the_checkpoint_are_cut_back_and_computed_again(tmp_path, 
     again, equal to an uninterrupted run's."""
     straight, broken = tmp_path / "straight", tmp_path / "broken"
     assert _cli(capsys, *FLAGS, "--out", str(straight))[0] == 0
-    config = TrainConfig(
+    config = ToyTrainConfig(
         num_prompts=2, max_length=3, num_groups=2, group_size=4, method="gmc", delay=2,
         seeds=[0, 1], total_steps=6, checkpoint_every=3,
     )  # fmt: skip

@@ -16,7 +16,7 @@ from gmc_grpo.json_files import read_json, read_jsonl
 from gmc_grpo.lr_schedule import cosine_lr
 from gmc_grpo.state_files import flatten_state, latest_checkpoint, read_state, write_state
 from pipeline.toy import main as toy_main
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner
 from toy_mdps.train.run import train
 
@@ -50,7 +50,7 @@ def test_learner_state_round_trips_and_continues_identically(
     gradient, length-coupled in-flight batches) is restored exactly: both learners then take
     the same steps."""
     delay = 3 if schedule == "fixed_delay" else 0  # the length-coupled lags are simulated
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         **TINY, method=method, schedule=schedule, delay=delay, lam=1.0, total_steps=9, seeds=[0, 4]
     )
     learner = AsyncLearner(cfg)
@@ -91,11 +91,11 @@ def test_a_changed_config_is_refused_naming_fields_and_values(
 def test_checkpoint_cadence_may_change_and_the_history_records_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    cfg = TrainConfig(**TINY, delay=2, total_steps=8, seeds=[0], checkpoint_every=2)
+    cfg = ToyTrainConfig(**TINY, delay=2, total_steps=8, seeds=[0], checkpoint_every=2)
     full = train(cfg, tmp_path / "full")
     killed = tmp_path / "killed"
     assert train(cfg, killed, stop_after=5) is None
-    other = TrainConfig(**TINY, delay=2, total_steps=8, seeds=[0], checkpoint_every=3)
+    other = ToyTrainConfig(**TINY, delay=2, total_steps=8, seeds=[0], checkpoint_every=3)
     assert train(other, killed) == full
     assert read_jsonl(killed / "metrics.jsonl") == read_jsonl(tmp_path / "full" / "metrics.jsonl")
     history = read_json(killed / "config.json")["history"]
@@ -137,7 +137,7 @@ def test_allow_config_change_continues_a_run_on_purpose(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "run"
-    cfg = TrainConfig(**TINY, method="gmc", delay=2, total_steps=6, seeds=[0])
+    cfg = ToyTrainConfig(**TINY, method="gmc", delay=2, total_steps=6, seeds=[0])
     assert train(cfg, out, stop_after=4) is None  # checkpoint_every 50: killed before one
     flags = [*FLAGS[:-1], "--seeds", "0", "--out", str(out), "--no-progress"]
     code, _, err = _cli(capsys, *flags, "--eps", "0.5", "--allow-config-change", "eps")
@@ -210,7 +210,7 @@ def test_a_pickled_checkpoint_in_the_run_folder_is_never_loaded(
             return (builtins.open, (str(tmp_path / "payload-ran"), "w"))
 
     out = tmp_path / "run"
-    cfg = TrainConfig(**TINY, delay=2, total_steps=6, seeds=[0], checkpoint_every=2)
+    cfg = ToyTrainConfig(**TINY, delay=2, total_steps=6, seeds=[0], checkpoint_every=2)
     assert train(cfg, out, stop_after=3) is None
     # the pickled checkpoint of gmc-grpo before safetensors, next to the new ones
     torch.save({"theta": Payload()}, out / "checkpoint.pt")

@@ -28,7 +28,7 @@ from toy_mdps.train.analysis import (
 from toy_mdps.train.config import (
     QUICK_EXPERIMENTS,
     ExperimentConfig,
-    TrainConfig,
+    ToyTrainConfig,
     shipped_experiment,
 )
 from toy_mdps.train.run import run_experiment, train
@@ -58,7 +58,7 @@ WORKERS = dict(num_workers=5, generation_time="length_proportional", time_scale=
 def test_killed_run_resumes_to_identical_records(
     tmp_path: Path, method: str, schedule: str, extra: dict
 ) -> None:
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         **TINY,
         method=method,
         schedule=schedule,
@@ -85,7 +85,7 @@ def test_killed_run_resumes_to_identical_records(
 
 
 def test_records_have_one_row_per_step_per_seed_with_namespaced_metrics(tmp_path: Path) -> None:
-    cfg = TrainConfig(**TINY, method="tic", delay=2, total_steps=5, seeds=[3, 7])
+    cfg = ToyTrainConfig(**TINY, method="tic", delay=2, total_steps=5, seeds=[3, 7])
     summary = train(cfg, tmp_path)
     rows = read_jsonl(tmp_path / "metrics.jsonl")
     assert [(r["step"], r["seed"]) for r in rows] == [(n, s) for n in range(5) for s in (3, 7)]
@@ -96,7 +96,7 @@ def test_records_have_one_row_per_step_per_seed_with_namespaced_metrics(tmp_path
     assert summary["per_seed"]["3"]["convergence_metric"] == pytest.approx(conv, rel=1e-12)
     assert summary["per_seed"]["7"]["lag_tau4"] == pytest.approx((0 + 1 + 16 * 3) / 5)
     with pytest.raises(ValueError, match='method: "tic" -> "gmc"'):
-        train(TrainConfig(**TINY, method="gmc", total_steps=5, seeds=[3, 7]), tmp_path)
+        train(ToyTrainConfig(**TINY, method="gmc", total_steps=5, seeds=[3, 7]), tmp_path)
 
 
 def test_experiment_grid_analysis_and_figures(tmp_path: Path) -> None:
@@ -336,7 +336,7 @@ def test_quick_sizes_shrink_a_grid_and_keep_its_ratios() -> None:
 def test_experiment_config_errors() -> None:
     with pytest.raises(ValueError, match="kind='tables'"):
         ExperimentConfig(kind="tables")
-    with pytest.raises(ValueError, match=r"unknown TrainConfig fields \['delays'\]"):
+    with pytest.raises(ValueError, match=r"unknown ToyTrainConfig fields \['delays'\]"):
         ExperimentConfig(grid={"delays": [1]})
     with pytest.raises(ValueError, match="different lengths"):
         ExperimentConfig(zip={"total_steps": [1, 2], "lr": [0.1]})
@@ -402,5 +402,5 @@ def test_cli_run_single_and_experiment(tmp_path: Path, capsys: pytest.CaptureFix
     )["config"]
     assert (run["mdp_seed"], run["init_seed"], run["run_seed"]) == (3, 4, 5)
     bad = parser.parse_args(["--method", "ppo", "--out", str(tmp_path / "bad")])
-    with pytest.raises(ValueError, match="TrainConfig.method='ppo'"):
+    with pytest.raises(ValueError, match="ToyTrainConfig.method='ppo'"):
         train_cli.run(bad)

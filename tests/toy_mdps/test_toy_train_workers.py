@@ -11,7 +11,7 @@ import toy_mdps.train.learner as learner_module
 from gmc_grpo import advantages as adv_lib
 from gmc_grpo.losses import policy_loss
 from toy_mdps.enumeration import log_policy_table, response_token_logprobs
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner
 
 torch.set_num_threads(1)
@@ -35,7 +35,7 @@ MIXED = dict(
 )
 
 
-def _run_with_history(cfg: TrainConfig, steps: int) -> tuple[AsyncLearner, list, list]:
+def _run_with_history(cfg: ToyTrainConfig, steps: int) -> tuple[AsyncLearner, list, list]:
     """Run `steps` steps; return the learner, `theta_n` before each step, and `last` of each."""
     learner = AsyncLearner(cfg)
     thetas, lasts = [], []
@@ -46,7 +46,7 @@ def _run_with_history(cfg: TrainConfig, steps: int) -> tuple[AsyncLearner, list,
     return learner, thetas, lasts
 
 
-def _brute_log_ratio(cfg: TrainConfig, learner: AsyncLearner, theta_now, theta_then, responses):
+def _brute_log_ratio(cfg: ToyTrainConfig, learner: AsyncLearner, theta_now, theta_then, responses):
     """`log pi_now(y) - log pi_then(y)` of `[G]` responses from the exact module, token by token."""
     mdp, pol = learner.mdp, learner.policy
     now = response_token_logprobs(mdp, log_policy_table(mdp, theta_now, pol)).sum(-1)
@@ -55,7 +55,7 @@ def _brute_log_ratio(cfg: TrainConfig, learner: AsyncLearner, theta_now, theta_t
 
 
 def test_a_batch_mixes_lags_and_each_group_uses_its_own_snapshot() -> None:
-    cfg = TrainConfig(**MIXED, method="gmc")
+    cfg = ToyTrainConfig(**MIXED, method="gmc")
     learner, thetas, lasts = _run_with_history(cfg, 30)
     mixed_seen = distinguished = 0
     for n, last in enumerate(lasts):
@@ -87,7 +87,7 @@ def test_a_batch_mixes_lags_and_each_group_uses_its_own_snapshot() -> None:
 def test_gmc_direction_equals_autograd_through_the_loss_with_per_group_behavior() -> None:
     """The update direction of a mixed batch is minus the gradient of the core GMC surrogate
     whose behavior log-probs come from each group's own snapshot (autograd, one seed)."""
-    cfg = TrainConfig(**{**MIXED, "seeds": [4]}, method="gmc", eps=0.05)
+    cfg = ToyTrainConfig(**{**MIXED, "seeds": [4]}, method="gmc", eps=0.05)
     learner, thetas, lasts = _run_with_history(cfg, 25)
     mdp, pol = learner.mdp, learner.policy
     checked = 0
@@ -125,7 +125,7 @@ def test_a3po_gets_each_group_lag(monkeypatch: pytest.MonkeyPatch) -> None:
         return original(*args, version_lag=version_lag, **kwargs)
 
     monkeypatch.setattr(learner_module, "gradient_weights", spy)
-    cfg = TrainConfig(**MIXED, method="a3po")
+    cfg = ToyTrainConfig(**MIXED, method="a3po")
     learner = AsyncLearner(cfg)
     distinct = 0
     for _ in range(20):
@@ -140,7 +140,7 @@ def test_constant_times_give_the_fixed_delay_lags() -> None:
     """`W = B D` workers with constant times: lags 0, 1, ..., D - 1 (the initial groups), then
     exactly `D`, the FIFO's sequence (derivation in `gmc_grpo.staleness.WorkerSchedule`)."""
     D = 3
-    cfg = TrainConfig(
+    cfg = ToyTrainConfig(
         **{**MIXED, "generation_time": "constant", "num_workers": 2 * D}, method="tic"
     )
     learner = AsyncLearner(cfg)
@@ -152,7 +152,7 @@ def test_constant_times_give_the_fixed_delay_lags() -> None:
 
 def test_drift_record_matches_a_brute_force_recount() -> None:
     H = 4
-    cfg = TrainConfig(**MIXED, method="gmc", drift_max_lag=H)
+    cfg = ToyTrainConfig(**MIXED, method="gmc", drift_max_lag=H)
     learner, thetas, lasts = _run_with_history(cfg, 20)
     S = len(cfg.seeds)
     groups = torch.zeros(S, H + 1)
@@ -196,17 +196,17 @@ def test_drift_record_matches_a_brute_force_recount() -> None:
 
 
 def test_worker_config_errors_name_the_field() -> None:
-    with pytest.raises(ValueError, match=r"TrainConfig.generation_time='sampled'"):
-        TrainConfig(schedule="workers", generation_time="sampled")
-    with pytest.raises(ValueError, match=r"TrainConfig.num_workers=0"):
-        TrainConfig(schedule="workers", num_workers=0)
-    with pytest.raises(ValueError, match=r"TrainConfig.time_scale=0"):
-        TrainConfig(schedule="workers", generation_time="exponential", time_scale=0.0)
-    with pytest.raises(ValueError, match=r"TrainConfig.time_scale=0"):
-        TrainConfig(schedule="workers", update_time=1.0, time_scale=0.0)
-    with pytest.raises(ValueError, match=r"TrainConfig.drift_max_lag=-1"):
-        TrainConfig(drift_max_lag=-1)
-    assert math.isfinite(TrainConfig(schedule="workers").time_scale)
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.generation_time='sampled'"):
+        ToyTrainConfig(schedule="workers", generation_time="sampled")
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.num_workers=0"):
+        ToyTrainConfig(schedule="workers", num_workers=0)
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.time_scale=0"):
+        ToyTrainConfig(schedule="workers", generation_time="exponential", time_scale=0.0)
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.time_scale=0"):
+        ToyTrainConfig(schedule="workers", update_time=1.0, time_scale=0.0)
+    with pytest.raises(ValueError, match=r"ToyTrainConfig.drift_max_lag=-1"):
+        ToyTrainConfig(drift_max_lag=-1)
+    assert math.isfinite(ToyTrainConfig(schedule="workers").time_scale)
 
 
 def test_a_delay_under_a_schedule_that_does_not_read_it_is_refused():
@@ -214,6 +214,6 @@ def test_a_delay_under_a_schedule_that_does_not_read_it_is_refused():
     would be recorded beside lags that do not depend on it."""
     for schedule in ("length_coupled", "workers"):
         with pytest.raises(
-            ValueError, match=rf"TrainConfig.delay=3: must be 0 with schedule '{schedule}'"
+            ValueError, match=rf"ToyTrainConfig.delay=3: must be 0 with schedule '{schedule}'"
         ):
-            TrainConfig(schedule=schedule, delay=3)
+            ToyTrainConfig(schedule=schedule, delay=3)

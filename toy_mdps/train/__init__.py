@@ -1,6 +1,6 @@
 """`gmc-grpo toy train`: asynchronous learners on the token MDPs.
 
-- `toy_mdps.train.config`: `TrainConfig` (one run, all its seeds at once), `ExperimentConfig`
+- `toy_mdps.train.config`: `ToyTrainConfig` (one run, all its seeds at once), `ExperimentConfig`
   (a grid of runs), the shipped experiments.
 - `toy_mdps.train.learner`: `AsyncLearner`, the seed-batched learner with exact metrics.
 - `toy_mdps.train.run`: `train` (one resumable run) and `run_experiment` (a grid + its table).
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
         ExperimentConfig,
-        TrainConfig,
+        ToyTrainConfig,
         shipped_experiment,
     )
     from toy_mdps.train.learner import AsyncLearner
@@ -32,7 +32,7 @@ __all__ = [
     "QUICK_EXPERIMENTS",
     "AsyncLearner",
     "ExperimentConfig",
-    "TrainConfig",
+    "ToyTrainConfig",
     "run_experiment",
     "shipped_experiment",
     "train",
@@ -41,7 +41,7 @@ __all__ = [
 _LAZY = {
     "QUICK_EXPERIMENTS": "toy_mdps.train.config",
     "ExperimentConfig": "toy_mdps.train.config",
-    "TrainConfig": "toy_mdps.train.config",
+    "ToyTrainConfig": "toy_mdps.train.config",
     "shipped_experiment": "toy_mdps.train.config",
     "AsyncLearner": "toy_mdps.train.learner",
     "run_experiment": "toy_mdps.train.run",

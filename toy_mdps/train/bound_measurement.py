@@ -1,6 +1,6 @@
 """What the §3-§4 bounds are compared with, measured at the toy learner's actual states.
 
-`BoundTracker` rides along a training run (`TrainConfig.bound_every > 0`; the run loop calls
+`BoundTracker` rides along a training run (`ToyTrainConfig.bound_every > 0`; the run loop calls
 `before_step` and `after_step` around `AsyncLearner.train_step`) and adds `bounds/*` fields to the
 step's metrics rows (`gmc_grpo.records.METRIC_NAMES` documents each). It reads only the learner's
 public state (`theta`, `step`, `current_exact()`, `last`, `schedules`, `policy`, `mdp`) and draws
@@ -101,7 +101,7 @@ class BoundTracker:
         cfg = learner.config
         if cfg.bound_every < 1:
             raise ValueError(
-                f"TrainConfig.bound_every={cfg.bound_every}: the tracker needs bound_every >= 1"
+                f"ToyTrainConfig.bound_every={cfg.bound_every}: the tracker needs bound_every >= 1"
             )
         self.config = cfg
         self.lipschitz = float(learner.policy.lipschitz_constant())

@@ -7,7 +7,7 @@ Registered in `toy_mdps.cli.COMMANDS`.
   `length_quick`, `eps_quick`, and with the worker schedule `mixed_quick`, `regularity_quick`
   (files `toy_mdps/configs/train_<NAME>.json`); each experiment
   writes `<out>/<name>/` (default `--out runs/toy_train`), whichever flag chose it.
-- otherwise one run of `TrainConfig` built from the flags (`--method gmc --delay 32 ...`, or
+- otherwise one run of `ToyTrainConfig` built from the flags (`--method gmc --delay 32 ...`, or
   `--schedule workers --workers 64 --generation-time exponential ...`); output `--out`, default
   `runs/toy_train/<method>_D<delay>/` (workers: `runs/toy_train/<method>_W<W>_<time model>/`;
   one `metrics.jsonl` row per step per seed).
@@ -44,7 +44,7 @@ def _optional_float(text: str) -> float | None:
     return None if text.lower() in ("none", "null", "off") else float(text)
 
 
-# flag -> (TrainConfig field, parser, help)
+# flag -> (ToyTrainConfig field, parser, help)
 _RUN_FLAGS: dict[str, tuple[str, Callable[[str], object], str]] = {
     "--method": ("method", str, "is, grpo, tic, gmc, vcpo, gac, a3po or a registered one"),
     "--eps": ("eps", float, "cap 1 + eps of TIC and GMC (0.28)"),
@@ -167,7 +167,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD",
-        help="single run: let a resumed run continue with a changed TrainConfig FIELD "
+        help="single run: let a resumed run continue with a changed ToyTrainConfig FIELD "
         "(repeatable; recorded in the run's history); without it a change is refused",
     )
     parser.add_argument("--no-figures", action="store_true", help="do not write figures")
@@ -195,7 +195,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
     from toy_mdps.train.config import (
         QUICK_EXPERIMENTS,
         ExperimentConfig,
-        TrainConfig,
+        ToyTrainConfig,
         shipped_experiment,
     )
 
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace, draw_figures: DrawFigures | None = None) -> in
         return _run_experiments(configs, args, draw_figures)
     if args.extend_to is not None:
         overrides["total_steps"] = args.extend_to
-    config = TrainConfig.from_dict(overrides)
+    config = ToyTrainConfig.from_dict(overrides)
     request = ResumeRequest(args.extend_to, tuple(args.allow_config_change))
     name = f"{config.method}_{get_schedule(config.schedule).run_label(config)}"
     out = args.out or Path("runs") / "toy_train" / name

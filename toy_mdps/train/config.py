@@ -1,4 +1,4 @@
-"""The configs of `gmc-grpo toy train`: one run (`TrainConfig`) and a grid of runs
+"""The configs of `gmc-grpo toy train`: one run (`ToyTrainConfig`) and a grid of runs
 (`ExperimentConfig`, the files `toy_mdps/configs/train_*.json`)."""
 
 from __future__ import annotations
@@ -60,14 +60,14 @@ WORKER_EXPERIMENTS = ("mixed_quick", "regularity_quick")
 FULL_WORKER_EXPERIMENTS = ("mixed_full", "regularity_full")
 # the sizes of the quick experiments, applied by `ExperimentConfig.quick_sizes`
 QUICK_SIZES = {"seeds": 5, "num_prompts": 4, "max_length": 5, "total_steps": 150}
-# `TrainConfig` fields a resumed run may change: they alter neither an update nor a record
+# `ToyTrainConfig` fields a resumed run may change: they alter neither an update nor a record
 # (checkpoints are written between steps and hold everything the next step reads). Any other
 # change is refused unless asked for (`--extend-to`, `--allow-config-change`; gmc_grpo.resume).
 RESUME_FREE_FIELDS = ("checkpoint_every",)
 
 
 @dataclass
-class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
+class ToyTrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
     """One asynchronous toy learner, run for every seed in `seeds` at once (`gmc-grpo toy train`).
 
     The MDP fields (`num_prompts`, `vocab_size`, `max_length`, `reward`, `reward_scale`,
@@ -199,13 +199,13 @@ class TrainConfig(ProblemFields, ScheduleSettings, MethodSettings):
                 )
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+    def from_dict(cls, data: dict[str, Any]) -> ToyTrainConfig:
         """Build from a dict, rejecting unknown keys (keys starting with `_` are comments)."""
         return dataclass_from_dict(cls, data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> TrainConfig:
-        """Read a JSON file of `TrainConfig` fields (one run)."""
+    def from_file(cls, path: str | Path) -> ToyTrainConfig:
+        """Read a JSON file of `ToyTrainConfig` fields (one run)."""
         return cls.from_dict(read_toy_config(path, "run"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -232,14 +232,14 @@ class ExperimentConfig:
     `mixed_delay` (worker batches of mixed lags vs uniform delays of the same `tau4`),
     `delay_regularity` (both sides of §2.2's condition, and GMC vs TIC, under workers)"""
     base: dict[str, Any] = field(default_factory=dict)
-    """`TrainConfig` fields shared by every point"""
+    """`ToyTrainConfig` fields shared by every point"""
     grid: dict[str, list[Any]] = field(default_factory=dict)
-    """`TrainConfig` field -> list of values, crossed (cartesian product)"""
+    """`ToyTrainConfig` field -> list of values, crossed (cartesian product)"""
     zip: dict[str, list[Any]] = field(default_factory=dict)
-    """`TrainConfig` field -> list of values, all of one length, taken together (e.g.
+    """`ToyTrainConfig` field -> list of values, all of one length, taken together (e.g.
     `total_steps` with `lr`), then crossed with `grid`"""
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """name -> `TrainConfig` fields: settings that go together under one name (e.g. a schedule
+    """name -> `ToyTrainConfig` fields: settings that go together under one name (e.g. a schedule
     and its parameters), crossed with `zip` and `grid`; the point's name starts with
     `variant=<name>`"""
     confidence: float = 0.95
@@ -256,17 +256,17 @@ class ExperimentConfig:
             )
         for part in ("base", "grid", "zip"):
             try:
-                check_field_names(TrainConfig, list(getattr(self, part)))
+                check_field_names(ToyTrainConfig, list(getattr(self, part)))
             except ValueError as err:
                 raise ValueError(f"ExperimentConfig.{part}: {err}") from None
         for name, fields_of in self.variants.items():
             if not isinstance(fields_of, dict) or not fields_of:
                 raise ValueError(
                     f"ExperimentConfig.variants[{name!r}]={fields_of!r}: needs a dict of "
-                    "TrainConfig fields"
+                    "ToyTrainConfig fields"
                 )
             try:
-                check_field_names(TrainConfig, list(fields_of))
+                check_field_names(ToyTrainConfig, list(fields_of))
             except ValueError as err:
                 raise ValueError(f"ExperimentConfig.variants[{name!r}]: {err}") from None
         for part in ("grid", "zip"):
@@ -281,10 +281,10 @@ class ExperimentConfig:
             raise ValueError(f"ExperimentConfig: fields {sorted(overlap)} in both grid and zip")
         if not 0 < self.confidence < 1:
             raise ValueError(f"ExperimentConfig.confidence={self.confidence}: must be in (0, 1)")
-        self.points()  # every point must be a valid TrainConfig
+        self.points()  # every point must be a valid ToyTrainConfig
 
-    def points(self) -> list[tuple[str, TrainConfig, dict[str, Any]]]:
-        """`(point name, TrainConfig, the varied values)` for every grid point, in run order
+    def points(self) -> list[tuple[str, ToyTrainConfig, dict[str, Any]]]:
+        """`(point name, ToyTrainConfig, the varied values)` for every grid point, in run order
         (variants outermost, then `zip`, then `grid`)."""
         zipped = (
             [
@@ -310,7 +310,7 @@ class ExperimentConfig:
                     if variant is not None:
                         parts.insert(0, f"variant={variant}")
                     label = "_".join(parts) or "run"
-                    cfg = TrainConfig.from_dict(
+                    cfg = ToyTrainConfig.from_dict(
                         {**self.base, **fields_of, **varied, "name": f"{self.name}/{label}"}
                     )
                     shown = varied if variant is None else {"variant": variant, **varied}

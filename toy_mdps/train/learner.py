@@ -1,6 +1,6 @@
 """Asynchronous learners on the token MDPs, vectorised over a leading seed dimension.
 
-`AsyncLearner` runs `S` independent learners at once (one per seed, `TrainConfig.seeds`). Every
+`AsyncLearner` runs `S` independent learners at once (one per seed, `ToyTrainConfig.seeds`). Every
 learner step:
 
 1. computes the exact quantities of the current policies `theta_n` `[S, P]` (`J`, `grad J`,
@@ -85,12 +85,13 @@ from gmc_grpo.staleness import (
     Schedule,
     ScheduleContext,
     ScheduledBatch,
+    ScheduleSettings,
     get_schedule,
     make_schedule,
 )
 from toy_mdps.mdp import TokenMDP
 from toy_mdps.policies import LogLinearSoftmax, Policy, TabularSoftmax, make_policy
-from toy_mdps.train.config import TrainConfig
+from toy_mdps.train.config import ToyTrainConfig
 from toy_mdps.train.tree import ExactState, PrefixTree, batched_logits, exact_state
 
 # entries of the drift record's distance buffer (a few MB, reused within a step)
@@ -120,7 +121,7 @@ def schedule_seed(run_seed: int, seed: int) -> int:
     return stream_seed(run_seed, "toy_schedule", seed)
 
 
-def lr_at(config: TrainConfig, step: int) -> float:
+def lr_at(config: ToyTrainConfig, step: int) -> float:
     """Scheduled step size at update `step` (0-based): the core warm-up + cosine (B.1), or the
     constant peak."""
     if config.lr_schedule == "constant":
@@ -336,7 +337,7 @@ class GroupSampler:
 
 
 class AsyncLearner:
-    """`S` asynchronous learners of one `TrainConfig`, stepped together.
+    """`S` asynchronous learners of one `ToyTrainConfig`, stepped together.
 
     Attributes:
         theta: `[S, *param]` current parameters (float64).
@@ -350,7 +351,7 @@ class AsyncLearner:
             1 otherwise).
     """
 
-    def __init__(self, config: TrainConfig) -> None:
+    def __init__(self, config: ToyTrainConfig) -> None:
         self.config = config
         self.mdp = config.make_mdp()
         self.policy = make_policy(self.mdp, config.policy)
@@ -366,7 +367,8 @@ class AsyncLearner:
         self._sampler: GroupSampler | None = None
         spec = get_schedule(config.schedule)
         self.schedules: list[Schedule[dict[str, Tensor]]] = [
-            make_schedule(config, self._schedule_context(spec.item, s)) for s in config.seeds
+            make_schedule(ScheduleSettings.of(config), self._schedule_context(spec.item, s))
+            for s in config.seeds
         ]
         # groups per schedule item: whole batches, or one group per worker launch
         self.groups_per_item = self.schedules[0].groups_per_item(config.num_groups)
@@ -721,7 +723,7 @@ class AsyncLearner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_seeding(state.get("seeding"), "the learner state", what="checkpoint")
         if state["config"] != self.config.to_dict():
-            raise ValueError("checkpoint was written by a different TrainConfig")
+            raise ValueError("checkpoint was written by a different ToyTrainConfig")
         self.step = int(state["step"])
         self.theta = state["theta"].clone()
         self.adam_m = state["adam_m"].clone()

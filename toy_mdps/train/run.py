@@ -1,6 +1,6 @@
 """`gmc-grpo toy train`: resumable runs of the asynchronous toy learner, and experiments (grids).
 
-**A run** (`train`) is one `TrainConfig` for all its seeds at once. Its directory is a standard
+**A run** (`train`) is one `ToyTrainConfig` for all its seeds at once. Its directory is a standard
 run record (`gmc_grpo.records`): `config.json`, `metrics.jsonl` with **one row per step per
 seed** (field `seed`; the metrics are exact and taken at `theta_n`, before the step's update),
 `summary.json` (per-seed final `J(theta_N)`, the convergence metric
@@ -24,7 +24,7 @@ finished run with the same config is reused. `resume=False` (`--fresh`) starts o
 
 **An experiment** (`toy_mdps.train.config.ExperimentConfig`, files
 `toy_mdps/configs/train_*.json`) is a grid of runs:
-`base` TrainConfig fields, a cartesian `grid` and a `zip` of equally long lists (zipped, then
+`base` ToyTrainConfig fields, a cartesian `grid` and a `zip` of equally long lists (zipped, then
 crossed with the grid). Each grid point is a run in `<out>/<point name>/`; finished points
 (summary present, same config) are skipped, partial ones resume from their checkpoint. At the end
 `results.csv` (one row per point) and `summary.json` (the experiment's analysis,
@@ -65,7 +65,7 @@ from gmc_grpo.stats import t_interval
 from toy_mdps.jobs import check_jobs, single_thread, worker_pool
 from toy_mdps.train.analysis import analyse
 from toy_mdps.train.bound_measurement import BoundTracker
-from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, TrainConfig
+from toy_mdps.train.config import RESUME_FREE_FIELDS, ExperimentConfig, ToyTrainConfig
 from toy_mdps.train.learner import AsyncLearner, exact_state
 
 # how a refused fresh start continues, in the messages of this command
@@ -79,7 +79,7 @@ GAP_HINT = (
 
 def summarise_rows(
     rows: list[dict[str, Any]],
-    config: TrainConfig,
+    config: ToyTrainConfig,
     final_objective: dict[int, float],
     level: float = 0.95,
     lag_stats: dict[int, dict[str, float]] | None = None,
@@ -139,19 +139,19 @@ def _refuse_pickles(run_dir: Path) -> None:
 
 
 def _is_toy_train_config(config: Mapping[str, Any]) -> bool:
-    """A run's `config` written by `toy train`: every field one of `TrainConfig`'s."""
-    return set(config) <= {f.name for f in dataclasses.fields(TrainConfig)}
+    """A run's `config` written by `toy train`: every field one of `ToyTrainConfig`'s."""
+    return set(config) <= {f.name for f in dataclasses.fields(ToyTrainConfig)}
 
 
 def _run_state(
-    config: TrainConfig, run_dir: Path, request: ResumeRequest
+    config: ToyTrainConfig, run_dir: Path, request: ResumeRequest
 ) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
     """`(learner state or None, accepted config changes, the previous config)` of the run in
     `run_dir`, after checking that `config` may continue it (raises a one-line ValueError)."""
     payload = read_run_config(run_dir)
     assert payload is not None
     previous = payload.get("config")
-    fields = [f.name for f in dataclasses.fields(TrainConfig)]
+    fields = [f.name for f in dataclasses.fields(ToyTrainConfig)]
     if not isinstance(previous, dict) or not _is_toy_train_config(previous):
         raise RecordsExistError(
             f"{run_dir} holds another kind of run (its config.json is not a toy train config): "
@@ -162,7 +162,7 @@ def _run_state(
         check_seeding(payload.get("seeding"), str(run_dir))
     state = read_state(checkpoint) if checkpoint is not None else None
     old = state["config"] if state is not None else previous
-    defaults = TrainConfig().to_dict()
+    defaults = ToyTrainConfig().to_dict()
     changes = check_resume_config(
         old,
         config.to_dict(),
@@ -177,7 +177,7 @@ def _run_state(
 
 @locks_folder("run_dir")
 def train(
-    config: TrainConfig,
+    config: ToyTrainConfig,
     run_dir: str | Path,
     *,
     resume: bool = True,
@@ -254,7 +254,7 @@ def train(
 
 
 def _continue_run(
-    config: TrainConfig,
+    config: ToyTrainConfig,
     run_dir: Path,
     request: ResumeRequest,
     learner: AsyncLearner,
@@ -299,7 +299,7 @@ def _save_checkpoint(run_dir: Path, learner: AsyncLearner, tracker: BoundTracker
     save_step_folder(run_dir, learner.step, lambda tmp, s=state: write_state(tmp, s), keep=1)
 
 
-def _run_summary(config: TrainConfig, run_dir: Path, learner: AsyncLearner) -> dict[str, Any]:
+def _run_summary(config: ToyTrainConfig, run_dir: Path, learner: AsyncLearner) -> dict[str, Any]:
     """`summary.json` of a finished run: `summarise_rows` of its rows and final `J`, with each
     seed's lag statistics when a batch mixes lags and the delay-regularity record."""
     final = exact_state(learner.mdp, learner.policy, learner.theta)
@@ -347,7 +347,7 @@ RESULT_METRICS = (
 )
 
 
-def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[str, Any]:
+def result_row(label: str, cfg: ToyTrainConfig, summary: dict[str, Any]) -> dict[str, Any]:
     """One row of `results.csv`: the point's settings and each metric's mean and interval."""
     row: dict[str, Any] = {
         "point": label,
@@ -370,10 +370,10 @@ def result_row(label: str, cfg: TrainConfig, summary: dict[str, Any]) -> dict[st
 
 def _train_point(config_dict: dict[str, Any], run_dir: Path, resume: bool) -> dict[str, Any]:
     """One point of an experiment in a worker process (`run_experiment(jobs > 1)`)."""
-    return _point(TrainConfig.from_dict(config_dict), run_dir, resume)
+    return _point(ToyTrainConfig.from_dict(config_dict), run_dir, resume)
 
 
-def _point(config: TrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+def _point(config: ToyTrainConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
     """One point of an experiment: `train`, or, when the point's records lack rows its
     checkpoint covers, the point computed again from step 0 with a note (a point is its config
     alone: no extension or config change ever continued it, so the same rows come back)."""

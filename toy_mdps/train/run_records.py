@@ -1,9 +1,9 @@
 """Reading the records of toy training runs for the theory (JSON only: no torch, no toy track).
 
-A toy training run directory holds `config.json` (`{"config": TrainConfig fields, ...}`),
+A toy training run directory holds `config.json` (`{"config": ToyTrainConfig fields, ...}`),
 `metrics.jsonl` (one row per step per seed) and `summary.json` (per-seed and mean results, and
 with `drift_max_lag > 0` the drift record `delay_regularity`). A run is *tracked* when its config
-turned the bound tracking on (`bound_every > 0`, `toy_mdps.train.bounds`): its rows then carry
+turned the bound tracking on (`bound_every > 0`, `toy_mdps.train.bound_measurement`): its rows then carry
 the `bounds/*` fields `evidence.measured` sets beside the bounds.
 
 `setting(config)` lists what puts a run outside the theorems' setting (Lemma 1 and Theorems 1-2

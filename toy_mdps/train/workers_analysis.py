@@ -42,7 +42,7 @@ import numpy as np
 from gmc_grpo import stats
 from gmc_grpo.staleness import get_schedule
 from gmc_grpo.stats import interval_text
-from toy_mdps.train.config import ExperimentConfig, TrainConfig
+from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig
 
 MIN_GROUPS = 50
 """Fewest groups of one lag (over all seeds) for that lag's row of the regularity table."""
@@ -50,7 +50,7 @@ METRICS = {"final_objective": "final J", "convergence_metric": "(1/N) sum ||grad
 LARGER_IS_BETTER = {"final_objective": True, "convergence_metric": False}
 
 
-def _point_configs(config: ExperimentConfig) -> dict[str, tuple[TrainConfig, dict[str, Any]]]:
+def _point_configs(config: ExperimentConfig) -> dict[str, tuple[ToyTrainConfig, dict[str, Any]]]:
     return {label: (cfg, varied) for label, cfg, varied in config.points()}
 
 
