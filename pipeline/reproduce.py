@@ -225,7 +225,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_tiny",
-        "Qwen3 track on a CPU: GRPO/TIC/GMC at three delays, paired over seeds",
+        "Qwen3 track on a CPU: GMC - TIC held-out Pass@1 on 2-digit additions, paired over seeds",
         "pipeline.llm_stage:llm_tiny_stage",
         llm_suite_settings(),
         full_settings=llm_suite_settings(full=True),
