@@ -235,7 +235,7 @@ STAGES: tuple[Stage, ...] = (
         "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
-        figure_runs=False,  # one delayed GMC run (D = 16), not a run of the fixed-delay suite
+        figure_runs=False,  # one delayed GMC run (D = 32), not a run of the fixed-delay suite
     ),
     Stage(
         "figures",
