@@ -94,7 +94,7 @@ COMPARISON_LABELS = {
     ("tic", "grpo"): "TIC - GRPO",
 }
 #: The figures of the section (the registry's, drawn from this stage's runs only).
-FIGURES: tuple[str, ...] = ("figure2", "figure4", "bounds_fixed_delay")
+FIGURES: tuple[str, ...] = ("figure2", "figure4", "bounds_fixed_delay", "outcome_kl")
 
 
 def design(full: bool = False) -> Design:
@@ -356,7 +356,7 @@ def render_llm_tiny(results: LlmStageResults) -> tuple[str, str]:
     seeds = ",".join(str(s) for s in analysis.seeds)
     lines = [
         f"The tiny CPU recipe `{LLM_SUITE_RECIPE}` (random-init 2-layer Qwen3, a "
-        f"{base.get('sft_steps')}-step supervised warm-up on additions with operands up to "
+        f"{base.get('sft_steps', 0):,}-step supervised warm-up on additions with operands up to "
         f"{base.get('arithmetic', {}).get('max_operand')}, one base model for every seed, then "
         f"{base.get('total_steps')} RL updates at lr {base.get('lr'):g} with the full "
         "pipeline) for "
