@@ -98,6 +98,9 @@ MEASURES: dict[str, str] = {
     "group_share_max": "largest share of one response in its group's importance weight: median "
     "over updates of the batch's largest (`weight/group_share_max`, else `ratio/group_share_max`; "
     "1/G is an even split)",
+    "group_ess": "normalised effective sample size of a group's importance weights: median "
+    "over updates of the batch's mean over groups (`weight/group_ess_mean`, else "
+    "`ratio/group_ess_mean`; 1 is an even split, 1/G one response holding all)",
     "collapsed": "1 when the consumed reward of the last 10% of updates is below "
     "`COLLAPSE_BELOW`, else 0 (its mean over seeds is the collapse rate)",
 }
@@ -412,7 +415,8 @@ def run_measures(
     sampled_area: `sampled_curve_area` of the sampled rows (None without them); collapsed:
     1.0 when `consumed_reward_final < COLLAPSE_BELOW`; behavior_kl: the median of the rows'
     `bounds/kl_estimate` (lag-0 rows measure exactly 0), group_share_max: the median of
-    `weight/group_share_max` (else `ratio/group_share_max`), each None when not recorded.
+    `weight/group_share_max` (else `ratio/group_share_max`), group_ess: the median of
+    `weight/group_ess_mean` (else `ratio/group_ess_mean`), each None when not recorded.
     """
     rewards = [float(r["reward/mean"]) for r in metrics if "reward/mean" in r]
     out: dict[str, float | None] = {
@@ -460,6 +464,8 @@ def run_measures(
     )
     shares = [r.get("weight/group_share_max", r.get("ratio/group_share_max")) for r in metrics]
     out["group_share_max"] = _median([s for s in shares if s is not None])
+    ess = [r.get("weight/group_ess_mean", r.get("ratio/group_ess_mean")) for r in metrics]
+    out["group_ess"] = _median([e for e in ess if e is not None])
     return out
 
 
