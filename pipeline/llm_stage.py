@@ -1,10 +1,11 @@
 """The Qwen3 track's stage of `gmc-grpo reproduce`: the delay trend on the tiny CPU model.
 
-GRPO, TIC-GRPO and GMC-GRPO train the recipe `LLM_SUITE_RECIPE` (a random-init 2-layer Qwen3
-after a 4,000-step supervised warm-up on 2-digit additions, one cached base model for every seed,
-then 150 RL updates at lr 3e-4 with the full pipeline; `docs/llm-cpu.md` says how the learning
-rate was chosen: a pilot that measured the current/behavior KL) at the fixed delays
-`LLM_SUITE_DELAYS` (`D = 0` and two positive delays) for every seed of the design, as one suite
+The methods of the design (`DESIGNS`: TIC-GRPO and GMC-GRPO in the default, GRPO too in the
+full one) train the recipe `LLM_SUITE_RECIPE` (a random-init 2-layer Qwen3 after a 4,000-step
+supervised warm-up on 2-digit additions, one cached base model for every seed, then 150 RL
+updates at lr 3e-4 with the full pipeline; `docs/llm-cpu.md` says how the learning rate was
+chosen: a pilot that measured the current/behavior KL) at the design's fixed delays (the
+default `D = 32`, the full `LLM_SUITE_DELAYS`) for every seed of the design, as one suite
 (`llm_runs.suite`): the methods of a seed share the warmed-up initial policy and the FIFO fill
 (built once, `llm_runs.cache`), the runs are spread over the machine's cores (at most two
 processes, one torch thread each). Every run evaluates its current policy on the 200 held-out
