@@ -18,7 +18,9 @@ ours, labelled "paper".
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
+from typing import Any
 
 from evidence.runs_vs_theory import moving_average
 from figures import paper_reference as paper
@@ -358,3 +360,117 @@ def figure6_data(
         caption=f"Faint: per-step reward; solid: moving average over {window} steps. Grey span: "
         "where the paper's A-3PO reward collapses (Figure 6).",
     )
+
+
+# ------------------------------------------------------------------------------------------
+# The outcome against the measured KL (issue 35): the fixed-delay suite's runs
+# ------------------------------------------------------------------------------------------
+
+#: the tracked current/behavior KL (`llm_runs.bound_tracking`), and the learner's estimate where no run
+#: has the tracker
+KL_KEYS = ("bounds/kl_estimate", "ratio/kl_estimate")
+#: a marker per delay, in the order of the delays present
+DELAY_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def _median(values: Sequence[float]) -> float:
+    x = sorted(values)
+    mid = len(x) // 2
+    return x[mid] if len(x) % 2 else (x[mid - 1] + x[mid]) / 2
+
+
+def outcome_kl_data(
+    runs: Sequence[Run],
+    *,
+    group_size: int = 8,
+    model: str | None = None,
+    benchmark: str | None = None,
+) -> FigureData:
+    """Each fixed-delay run's held-out sampled Pass@1 at its last evaluation (%) against the
+    median over the run of its measured KL(current || behavior) per response (nats): one
+    series per (method, delay), `steps` holding the runs' KL, `values` their Pass@1.
+
+    The KL is the bound tracker's (`bounds/kl_estimate`) when any run has it, else the learner's
+    `ratio/kl_estimate`; a `D = 0` run is on-policy (KL exactly 0). Runs without a sampled
+    evaluation or a KL measurement are named in the notes.
+    """
+    candidates = [r for r in train_runs(runs, FIXED) if r.group_size == group_size]
+    model = choose_model(candidates, model, "Qwen3-1.7B")
+    candidates = [r for r in candidates if r.model == model]
+    benchmark = choose_benchmark(candidates, benchmark)
+    key = next(
+        (k for k in KL_KEYS if any(k in row for r in candidates for row in r.metrics)),
+        KL_KEYS[0],
+    )
+    cells: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    notes: list[str] = []
+    for run in candidates:
+        _, scores = eval_curve(run, benchmark, "sampled")
+        _, kl = metric_curve(run, key)
+        if not scores or (run.delay and not kl):
+            notes.append(f"{run.path.name}: no sampled evaluation or no {key}")
+            continue
+        point = (0.0 if not run.delay else _median(kl), scores[-1])
+        cells.setdefault((str(run.method), int(run.delay or 0)), []).append(point)
+    series = []
+    for (method, delay), points in sorted(cells.items(), key=lambda c: (c[0][1], c[0][0])):
+        points.sort()
+        series.append(
+            Series(
+                method=method,
+                run=f"D = {delay}",
+                steps=[p[0] for p in points],
+                values=[p[1] for p in points],
+                seeds=len(points),
+            )
+        )
+    data = FigureData(
+        name="outcome_kl",
+        title=f"Held-out sampled Pass@1 against the measured KL (model {model or 'none found'})",
+        xlabel="KL(current || behavior), nats per response (run median)",
+        ylabel=f"{benchmark} sampled Pass@1 at the end (%)",
+        panels=[Panel(title="one marker per run", key="runs", series=series)],
+        notes=notes,
+    )
+    data.caption = (
+        "One marker per run: its held-out sampled Pass@1 at the last evaluation against the "
+        f"median of its measured current/behavior KL per response (`{key}`); colour: method, "
+        "marker: delay ($D = 0$ is on-policy, KL 0)."
+    )
+    return data
+
+
+def plot_outcome_kl(data: FigureData, ax: Any = None) -> Any:
+    """Draw `outcome_kl_data`: a marker per run, a colour per method, a marker shape per delay;
+    one legend below the panel (`figures.style.figure_legend`). Returns the figure."""
+    from figures.common import panel_axes
+    from figures.style import figure_legend, figure_style, method_color
+
+    with figure_style():
+        panel = data.panels[0]
+        # one panel, wide and tall enough for a legend entry per (method, delay) below it
+        fig, axes = panel_axes(1, ax, width=4.8, height=2.6 + 0.22 * len(panel.series) / 2)
+        axis = axes[0]
+        delays = sorted({s.run for s in panel.series}, key=lambda r: int(r.split("= ")[1]))
+        for s in panel.series:
+            marker = DELAY_MARKERS[delays.index(s.run) % len(DELAY_MARKERS)]
+            axis.plot(
+                s.steps,
+                s.values,
+                ls="none",
+                marker=marker,
+                ms=5,
+                mfc="none",
+                mew=1.3,
+                color=method_color(s.method),
+                label=f"{method_label(s.method)}, {s.run}",
+            )
+        # about 13 characters of 10-point text per inch: a narrow figure wraps its text
+        width = max(30, int(fig.get_figwidth() * 13))
+        axis.set_title(panel.title)
+        axis.set_xlabel("\n".join(textwrap.wrap(data.xlabel, width)))
+        axis.set_ylabel("\n".join(textwrap.wrap(data.ylabel, int(fig.get_figheight() * 13))))
+        figure_legend(fig, axes, note="\n".join(data.notes))
+        if data.title:
+            fig.suptitle("\n".join(textwrap.wrap(data.title, width)))
+    return fig

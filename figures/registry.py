@@ -151,6 +151,14 @@ ENTRIES: tuple[Entry, ...] = (
         "figures.bounds_vs_runs:plot_bounds_vs_runs",
     ),
     Entry(
+        "outcome_kl",
+        "held-out sampled Pass@1 at the end vs the measured current/behavior KL, one marker "
+        "per fixed-delay run (colour: method, marker: delay)",
+        f"{_FIXED} with sampled evaluations and a KL measurement",
+        "figures.llm:outcome_kl_data",
+        "figures.llm:plot_outcome_kl",
+    ),
+    Entry(
         "bounds_length_coupled",
         "runs vs theory, simulated suite",
         "length-coupled LLM training runs",

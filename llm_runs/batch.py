@@ -264,13 +264,21 @@ def batch_from(tensors: Mapping[str, Tensor], meta: Mapping[str, Any]) -> Trajec
 def packed_micro_logprobs(
     model: torch.nn.Module, batch: TrajectoryBatch, chunk: int
 ) -> tuple[Tensor, Tensor]:
-    """As `micro_logprobs`, on the packed real tokens (`llm_runs.packing`): `[B, G, T]` each.
+    """As `micro_logprobs`, on the packed real tokens (`llm_runs.packing`; on a CPU each group's
+    prompt once): `[B, G, T]` each.
 
     The chunked log-softmax runs on the `R` response positions only; zeros past each response.
     """
     device = next(model.parameters()).device
     packed = pack_micro_batch(
-        batch.input_ids, batch.prompt_len, batch.response_len, batch.response_width, device
+        batch.input_ids,
+        batch.prompt_len,
+        batch.response_len,
+        batch.response_width,
+        device,
+        # each group's prompt once on a CPU; on CUDA the per-copy layout keeps every segment on
+        # SDPA's causal flash kernel (a shared prompt needs an explicit mask there)
+        share_prompts=torch.device(device).type == "cpu",
     )
     hidden = packed_hidden_states(model, packed)  # [N, H]
     lp, ent = chunked_token_logprobs_entropy(

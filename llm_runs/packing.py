@@ -41,6 +41,18 @@ implementation otherwise (generation, the padded path). Any other attention func
 loudly on that object rather than silently attend across trajectories, and under activation
 checkpointing the recomputation receives the same object.
 
+**A group's prompt once** (`pack_micro_batch(..., share_prompts=True)`, what the learner uses):
+the `G` responses of a group share one prompt, which the layout above processes `G` times (81%
+of the tiny recipe's learner tokens were prompt copies). Shared, a group is laid out as its
+prompt (positions `0 .. P - 1`) followed by its responses one after the other, each with
+positions `P .. P + L - 1`; a response's tokens attend to the whole prompt and causally to their
+own earlier tokens (`PackedSegments.prefixes`: the prompt's range, seen in full before the
+segment), exactly the keys and values they see in the unshared layout, and its first token is
+predicted from the prompt's last hidden state. So log-probs equal the unshared ones up to float
+rounding; the gradient reaching the prompt's tokens is the sum over the `G` responses, which
+the unshared layout also sums (over `G` copies), in another order. A group whose rows' prompts
+differ is laid out unshared.
+
 Shapes: `K = b G` trajectories of the micro-batch, `N` packed tokens, `R` response tokens, `T`
 the batch's padded response width, `H` hidden size.
 """
@@ -65,10 +77,14 @@ _SEGMENT_CALLS = [0]
 class PackedSegments:
     """The packed sequence's trajectories, as the attention mask of a packed forward pass.
 
-    bounds: `(start, stop)` token range of each trajectory in the packed sequence, in order.
+    bounds: `(start, stop)` token range of each segment in the packed sequence, in order (the
+        segments cover the sequence once: a trajectory, or a shared prompt, or a response).
+    prefixes: per segment, the `(start, stop)` range of tokens it attends to in full before its
+        own (a response's shared prompt); empty: none for every segment.
     """
 
     bounds: tuple[tuple[int, int], ...]
+    prefixes: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -107,6 +123,7 @@ def pack_micro_batch(
     response_len: Tensor,
     response_width: int,
     device: torch.device | str,
+    share_prompts: bool = False,
 ) -> PackedMicroBatch:
     """Pack right-padded trajectories into one sequence of their real tokens.
 
@@ -116,6 +133,8 @@ def pack_micro_batch(
         response_len: `[b, G]` response tokens `0 <= L_k <= T`.
         response_width: `T`.
         device: where the packed tensors go.
+        share_prompts: lay out each group's prompt once when its `G` rows have the same prompt
+            (`_pack_shared`); else every trajectory whole.
     """
     b, g, s = input_ids.shape
     k = b * g
@@ -128,6 +147,8 @@ def pack_micro_batch(
     lengths = prompts + responses
     if bool((lengths > s).any()):
         raise ValueError(f"prompt_len + response_len exceeds the stored width S = {s}")
+    if share_prompts:
+        return _pack_shared(input_ids, prompts, responses, response_width, device)
     starts = torch.cumsum(lengths, 0) - lengths  # [K] exclusive prefix sum
     columns = torch.arange(s)
     real = columns < lengths.unsqueeze(-1)  # [K, S]
@@ -158,6 +179,75 @@ def pack_micro_batch(
     )
 
 
+def _pack_shared(
+    input_ids: Tensor, prompts: Tensor, responses: Tensor, response_width: int, device
+) -> PackedMicroBatch:
+    """`pack_micro_batch` with each group's prompt once (the module's docstring).
+
+    prompts, responses: `[K]` lengths (validated by the caller).
+    """
+    b, g, s = input_ids.shape
+    ids = input_ids.reshape(b * g, s).long().cpu()
+    pieces: list[Tensor] = []
+    positions: list[Tensor] = []
+    bounds: list[tuple[int, int]] = []
+    prefixes: list[tuple[int, int]] = []
+    hidden_index: list[Tensor] = []  # [L_k] per trajectory, in trajectory order
+    token_index: list[Tensor] = []
+    cursor = 0
+
+    def append(tokens: Tensor, first_position: int, prefix: tuple[int, int]) -> int:
+        nonlocal cursor
+        start = cursor
+        pieces.append(tokens)
+        positions.append(torch.arange(first_position, first_position + len(tokens)))
+        bounds.append((start, start + len(tokens)))
+        prefixes.append(prefix)
+        cursor += len(tokens)
+        return start
+
+    for group in range(b):
+        rows = range(group * g, (group + 1) * g)
+        p = int(prompts[group * g])
+        shared = all(int(prompts[k]) == p for k in rows) and all(
+            torch.equal(ids[k, :p], ids[group * g, :p]) for k in rows
+        )
+        if shared:
+            prompt_start = append(ids[group * g, :p], 0, (cursor, cursor))
+        for k in rows:
+            n, pk = int(responses[k]), int(prompts[k])
+            if shared:
+                if n == 0:
+                    hidden_index.append(torch.zeros(0, dtype=torch.long))
+                    token_index.append(torch.zeros(0, dtype=torch.long))
+                    continue
+                start = append(ids[k, p : p + n], p, (prompt_start, prompt_start + p))
+                own = start + torch.arange(n)
+                hidden_index.append(torch.cat([torch.tensor([prompt_start + p - 1]), own[:-1]]))
+            else:
+                start = append(ids[k, : pk + n], 0, (cursor, cursor)) + pk
+                own = start + torch.arange(n)
+                hidden_index.append(own - 1)
+            token_index.append(own)
+    packed_ids = torch.cat(pieces)
+    t = torch.arange(response_width)
+    flat = (torch.arange(b * g).unsqueeze(-1) * response_width + t)[t < responses.unsqueeze(-1)]
+    response_starts = torch.cumsum(responses, 0) - responses
+    return PackedMicroBatch(
+        input_ids=packed_ids.unsqueeze(0).to(device),
+        position_ids=torch.cat(positions).unsqueeze(0).to(device),
+        segments=PackedSegments(tuple(bounds), tuple(prefixes)),
+        response_hidden_index=torch.cat(hidden_index).to(device),
+        response_targets=packed_ids[torch.cat(token_index)].to(device),
+        response_flat_index=flat.to(device),
+        response_bounds=tuple(
+            (int(a), int(a + n))
+            for a, n in zip(response_starts.tolist(), responses.tolist(), strict=True)
+        ),
+        shape=(b, g, response_width),
+    )
+
+
 def scatter_responses(values: Tensor, packed: PackedMicroBatch) -> Tensor:
     """`[R] -> [b, G, T]`: per-response-token values into the padded layout (zeros elsewhere).
 
@@ -181,7 +271,8 @@ def _segment_attention(
     dropout: float,
     scaling: float | None,
 ) -> Tensor:
-    """Causal attention within each segment: `[1, Hq, N, d], [1, Hkv, N, d] -> [1, N, Hq, d]`."""
+    """Causal attention within each segment, after its prefix (`PackedSegments.prefixes`) seen
+    in full: `[1, Hq, N, d], [1, Hkv, N, d] -> [1, N, Hq, d]`."""
     _SEGMENT_CALLS[0] += 1
     heads, kv_heads = query.shape[1], key.shape[1]
     if heads != kv_heads:
@@ -189,41 +280,59 @@ def _segment_attention(
         # so that every SDPA backend stays eligible; the copy is small next to the layer
         key = key.repeat_interleave(heads // kv_heads, dim=1)
         value = value.repeat_interleave(heads // kv_heads, dim=1)
-    groups, inverse = _length_groups(segments.bounds)
+    groups, inverse = _length_groups(segments.bounds, segments.prefixes)
     device = query.device
     outs = []
-    for count, length, index in groups:
+    for count, length, index, prefix, key_index in groups:
         # the segments of one length as the batch of one call (SDPA treats batch rows
         # independently: the same bits as one call per segment, forward and backward; tested)
-        index = index.to(device)
-        q, k, v = (
-            x.index_select(2, index).view(heads, count, length, -1).transpose(0, 1).contiguous()
-            for x in (query, key, value)
+        index, key_index = index.to(device), key_index.to(device)
+
+        q = _gather(query, index, count, length)
+        k, v = (_gather(x, key_index, count, prefix + length) for x in (key, value))
+        # with a prefix: every query sees the prefix, then its own tokens causally
+        mask = (
+            None
+            if prefix == 0
+            else torch.ones(length, prefix + length, dtype=torch.bool, device=device).tril(prefix)
         )
         out = torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, dropout_p=dropout, scale=scaling, is_causal=True
+            q, k, v, attn_mask=mask, dropout_p=dropout, scale=scaling, is_causal=mask is None
         )  # [count, Hq, length, d]
         outs.append(out.transpose(0, 1).reshape(1, heads, count * length, -1))
     packed = torch.cat(outs, dim=2).index_select(2, inverse.to(device))  # back in packed order
     return packed.transpose(1, 2).contiguous()
 
 
+def _gather(x: Tensor, where: Tensor, count: int, length: int) -> Tensor:
+    """`[1, H, N, d]` -> `[count, H, length, d]`: the packed positions `where` (`[count *
+    length]`, segment after segment) as a batch of segments."""
+    heads = x.shape[1]
+    return x.index_select(2, where).view(heads, count, length, -1).transpose(0, 1).contiguous()
+
+
 @functools.lru_cache(maxsize=32)
 def _length_groups(
     bounds: tuple[tuple[int, int], ...],
-) -> tuple[tuple[tuple[int, int, Tensor], ...], Tensor]:
-    """The segments grouped by length, in order of first appearance: per length `(count,
-    length, index)` with `index` `[count * length]` the packed positions of its segments, one
-    after the other; and `inverse` `[N]`, where each packed position lies in the concatenation
-    of the groups' positions."""
-    by_length: dict[int, list[int]] = {}
-    for start, stop in bounds:
-        by_length.setdefault(stop - start, []).append(start)
+    prefixes: tuple[tuple[int, int], ...] = (),
+) -> tuple[tuple[tuple[int, int, Tensor, int, Tensor], ...], Tensor]:
+    """The segments grouped by (prefix length, length), in order of first appearance: per group
+    `(count, length, index, prefix, key_index)` with `index` `[count * length]` the packed
+    positions of its segments, one after the other, `prefix` the prefix length and `key_index`
+    `[count * (prefix + length)]` each segment's prefix then its own positions; and `inverse`
+    `[N]`, where each packed position lies in the concatenation of the groups' positions."""
+    prefixes = prefixes or tuple((a, a) for a, _ in bounds)
+    by_shape: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for (start, stop), (p0, p1) in zip(bounds, prefixes, strict=True):
+        by_shape.setdefault((p1 - p0, stop - start), []).append((start, p0))
     groups = []
-    for length, starts in by_length.items():
-        index = (torch.tensor(starts).unsqueeze(-1) + torch.arange(length)).reshape(-1)
-        groups.append((len(starts), length, index))
-    order = torch.cat([index for _, _, index in groups])
+    for (prefix, length), starts in by_shape.items():
+        own = torch.tensor([a for a, _ in starts]).unsqueeze(-1) + torch.arange(length)
+        index = own.reshape(-1)
+        before = torch.tensor([p for _, p in starts]).unsqueeze(-1) + torch.arange(prefix)
+        key_index = torch.cat([before, own], dim=1).reshape(-1)
+        groups.append((len(starts), length, index, prefix, key_index))
+    order = torch.cat([g[2] for g in groups])
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel())
     return tuple(groups), inverse

@@ -87,7 +87,21 @@ MEASURES: dict[str, str] = {
     "evaluation, both decodings)",
     "sampled_area": "held-out Pass@1, sampled, of the current policy: area under its curve over "
     "the scheduled evaluations / their span",
+    # what the regime is (not compared between methods: the methods move the policy differently)
+    "behavior_kl": "KL(current || behavior) per response, nats: median of the bound tracker's "
+    "measurements (`bounds/kl_estimate`, every `bound_every` updates)",
+    "group_share_max": "largest share of one response in its group's importance weight: median "
+    "over updates of the batch's largest (`weight/group_share_max`, else `ratio/group_share_max`; "
+    "1/G is an even split)",
+    "group_ess": "normalised effective sample size of a group's importance weights: median "
+    "over updates of the batch's mean over groups (`weight/group_ess_mean`, else "
+    "`ratio/group_ess_mean`; 1 is an even split, 1/G one response holding all)",
+    "collapsed": "1 when the consumed reward of the last 10% of updates is below "
+    "`COLLAPSE_BELOW`, else 0 (its mean over seeds is the collapse rate)",
 }
+#: A run "collapsed" when the consumed reward of its last updates fell below this (the 1-digit
+#: recipe's collapsed runs ended below 0.1, docs/llm-cpu.md).
+COLLAPSE_BELOW = 0.1
 #: The measures compared between methods (`rise` differs from `consumed_reward_final` only by
 #: the first
 #: updates' reward, which the methods of one seed share under a fixed delay: the FIFO fill).
@@ -394,7 +408,11 @@ def run_measures(
     `accuracy`; sampled `pass_at_k["1"]`, else `avg_at_n`), None without evaluations;
     reward_timeouts / eval_timeouts: the answers a scorer timeout made incorrect (training rows'
     `reward/scoring_timeouts`, the last evaluation's `scoring_timeouts`), None when not recorded;
-    sampled_area: `sampled_curve_area` of the sampled rows (None without them).
+    sampled_area: `sampled_curve_area` of the sampled rows (None without them); collapsed:
+    1.0 when `consumed_reward_final < COLLAPSE_BELOW`; behavior_kl: the median of the rows'
+    `bounds/kl_estimate` (lag-0 rows measure exactly 0), group_share_max: the median of
+    `weight/group_share_max` (else `ratio/group_share_max`), group_ess: the median of
+    `weight/group_ess_mean` (else `ratio/group_ess_mean`), each None when not recorded.
     """
     rewards = [float(r["reward/mean"]) for r in metrics if "reward/mean" in r]
     out: dict[str, float | None] = {
@@ -432,7 +450,28 @@ def run_measures(
             if value is not None:
                 curve[int(row["step"])] = float(value)
     out["sampled_area"] = sampled_curve_area(curve)
+    out["collapsed"] = (
+        None
+        if out["consumed_reward_final"] is None
+        else float(out["consumed_reward_final"] < COLLAPSE_BELOW)
+    )
+    out["behavior_kl"] = _median(
+        [r["bounds/kl_estimate"] for r in metrics if "bounds/kl_estimate" in r]
+    )
+    shares = [r.get("weight/group_share_max", r.get("ratio/group_share_max")) for r in metrics]
+    out["group_share_max"] = _median([s for s in shares if s is not None])
+    ess = [r.get("weight/group_ess_mean", r.get("ratio/group_ess_mean")) for r in metrics]
+    out["group_ess"] = _median([e for e in ess if e is not None])
     return out
+
+
+def _median(values: Sequence[float]) -> float | None:
+    """The median of `values` (None for none)."""
+    x = sorted(float(v) for v in values)
+    if not x:
+        return None
+    mid = len(x) // 2
+    return x[mid] if len(x) % 2 else (x[mid - 1] + x[mid]) / 2
 
 
 def sampled_curve_area(curve: Mapping[int, float]) -> float | None:

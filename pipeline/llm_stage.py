@@ -1,28 +1,37 @@
 """The Qwen3 track's stage of `gmc-grpo reproduce`: the delay trend on the tiny CPU model.
 
-GRPO, TIC-GRPO and GMC-GRPO train the recipe `LLM_SUITE_RECIPE` (a random-init 2-layer Qwen3
-after a supervised warm-up on additions, HF engine, full pipeline; `docs/llm-cpu.md` says how its
-settings were found) at the fixed delays `LLM_SUITE_DELAYS` (`D = 0` and two positive delays) for
-every seed of the design, as one suite (`llm_runs.suite`): the methods of a seed share the
-warmed-up initial policy and the FIFO fill (built once, `llm_runs.cache`), the runs are spread
-over the machine's cores (at most two processes, one torch thread each). Every run tracks the
-quantities of §4.2's chain (`llm_runs.bound_tracking`: drift, its pathwise bound, the current/behavior
-KL with its interval), beside the removed mass, capped fraction, entropy and lag-0 mismatch the
-learner logs.
+The methods of the design (`DESIGNS`: TIC-GRPO and GMC-GRPO in the default, GRPO too in the
+full one) train the recipe `LLM_SUITE_RECIPE` (a random-init 2-layer Qwen3 after a 4,000-step
+supervised warm-up on 2-digit additions, one cached base model for every seed, then 150 RL
+updates at lr 3e-4 with the full pipeline; `docs/llm-cpu.md` says how the learning rate was
+chosen: a pilot that measured the current/behavior KL) at the design's fixed delays (the
+default `D = 32`, the full `LLM_SUITE_DELAYS`) for every seed of the design, as one suite
+(`llm_runs.suite`): the methods of a seed share the warmed-up initial policy and the FIFO fill
+(built once, `llm_runs.cache`), the runs are spread over the machine's cores (at most two
+processes, one torch thread each). Every run evaluates its current policy on the 200 held-out
+sums every 50 updates and tracks the quantities of §4.2's chain (`llm_runs.bound_tracking`: drift, its
+pathwise bound, the current/behavior KL with its interval), beside the removed mass, capped
+fraction, entropy and lag-0 mismatch the learner logs.
+
+**The declared comparison** (`PRIMARY`, `PRIMARY_DELAY`): GMC - TIC held-out sampled Pass@1 of
+the current policy at the last evaluation, at `D = 32`, judged alone at level 0.05; its area
+under the held-out curve at that delay is the first secondary; every other paired comparison
+(consumed training reward among them) is secondary, Holm-adjusted together; the collapse rate
+and the measured KL are reported per delay and method, not tested.
 
 **The design.** The number of seeds comes from a power calculation (`llm_runs.comparisons.
-design_power`) on the measured seed spread of the declared primary comparison (GMC - TIC final
-reward at the largest delay), measured on a pilot suite of this recipe (`PILOT`): `DESIGNS`
-holds the default (what fits the stage's budget of about ten minutes on the project's 2-core
-machine) and the full design (`gmc-grpo reproduce --full`: the seeds that detect `DETECTABLE`
-with power 0.8). Both are reported the same way: the primary comparison with its verdict, the
-Holm-adjusted secondaries, the smallest difference the design detects, the bounds' quantities
-per delay with the runs-vs-theory checks, and Figures 2 and 4 with the delays side by side.
+design_power`) on the per-seed primary differences of a pilot suite of this recipe (`PILOT`):
+`DESIGNS` holds the default (what fits the stage's budget of about 15 minutes on the project's
+2-core machine) and the full design (`gmc-grpo reproduce --full`: the seeds that detect
+`DETECTABLE` with power 0.8). Both are reported the same way.
 
-A user reruns the default suite with
+`llm_tiny_stage` = `compute_llm_tiny` (runs or reads the suite: a `LlmStageResults`) then
+`render_llm_tiny` (its Markdown and headline). A user reruns the default suite with
 
-    gmc-grpo llm train --recipe tiny_delay_sweep --seeds 0,1,2,3,4,5 --methods grpo,tic,gmc \
-        --delays 0,32,64 --set bound_every=10 --out runs/tiny_sweep
+    gmc-grpo llm train --recipe tiny_additions_sweep --seeds 0,1,2,3,4,5 --methods tic,gmc \
+        --delays 32 --out runs/tiny_sweep
+
+and the full one with `--seeds 0,1,2,3,4,5,6 --methods grpo,tic,gmc --delays 0,32,64`.
 """
 
 from __future__ import annotations
@@ -30,29 +39,53 @@ from __future__ import annotations
 import math
 import os
 import platform
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gmc_grpo.stats import interval_text
 
 #: The suite of the stage.
-LLM_SUITE_RECIPE = "tiny_delay_sweep"
+LLM_SUITE_RECIPE = "tiny_additions_sweep"
+#: The methods and delays of the full design (the default runs the primary's cells only).
 LLM_SUITE_METHODS: tuple[str, ...] = ("grpo", "tic", "gmc")
 LLM_SUITE_DELAYS: tuple[int, ...] = (0, 32, 64)
 #: `LLMTrainConfig` values changed from the recipe (none: the recipe tracks the bounds itself)
 LLM_SUITE_OVERRIDES: dict[str, Any] = {}
-#: The seeds of each design (`gmc-grpo reproduce` runs "default", `--full` runs "full").
-DESIGNS: dict[str, tuple[int, ...]] = {
-    "default": tuple(range(6)),
-    "full": tuple(range(20)),
+#: The declared primary comparison `(a, b, measure)` for `a - b` and its delay: held-out sampled
+#: Pass@1 of the current policy at the last evaluation (`llm_runs.suite.MEASURES["sampled"]`).
+PRIMARY: tuple[str, str, str] = ("gmc", "tic", "sampled")
+PRIMARY_DELAY = 32
+#: The first secondary (listed first; Holm-adjusted with the rest): the area under the held-out curve.
+FIRST_SECONDARY: tuple[str, str, str] = ("gmc", "tic", "sampled_area")
+
+
+@dataclass(frozen=True)
+class Design:
+    """The cells of one design: every (method, delay, seed) of the product is a run."""
+
+    seeds: tuple[int, ...]
+    methods: tuple[str, ...]
+    delays: tuple[int, ...]
+
+
+#: The designs (`gmc-grpo reproduce` runs "default", `--full` runs "full"). The default holds
+#: the primary comparison's cells only (TIC and GMC at `PRIMARY_DELAY`), with the seeds that fit
+#: the stage's budget; the full design adds GRPO, `D = 0` and `D = 64` with the seeds the
+#: pilot's spread asks for (`DETECTABLE` with power 0.8).
+DESIGNS: dict[str, Design] = {
+    "default": Design(seeds=tuple(range(6)), methods=("tic", "gmc"), delays=(32,)),
+    "full": Design(seeds=tuple(range(7)), methods=LLM_SUITE_METHODS, delays=LLM_SUITE_DELAYS),
 }
-#: The true primary difference (consumed reward of the last updates) the full design is sized to detect (power 0.8).
-DETECTABLE = 0.10
+#: The true primary difference (held-out sampled Pass@1) the full design is sized to detect
+#: (power 0.8): 2 points, between the paper's GMC - TIC at D = 64 and 128 (Table 3: +0.1, +3.6).
+DETECTABLE = 0.02
 #: The pilot suite whose seed spread sized the designs (docs/llm-cpu.md): the per-seed primary
-#: differences GMC - TIC consumed reward of the last updates at the largest delay, and where they were measured.
+#: differences GMC - TIC held-out sampled Pass@1 at the end at `PRIMARY_DELAY`, and where they
+#: were measured.
 PILOT: dict[str, Any] = {
-    "differences": (0.026, 0.070, -0.175, -0.163, 0.060, -0.281),
-    "seeds": (0, 1, 2, 3, 4, 5),
+    "differences": (0.0162, 0.0450, 0.0325),
+    "seeds": (0, 1, 2),
     "machine": "the project's 2-core AMD EPYC, shared with other jobs",
 }
 
@@ -62,12 +95,17 @@ COMPARISON_LABELS = {
     ("tic", "grpo"): "TIC - GRPO",
 }
 #: The figures of the section (the registry's, drawn from this stage's runs only).
-FIGURES: tuple[str, ...] = ("figure2", "figure4", "bounds_fixed_delay")
+FIGURES: tuple[str, ...] = ("figure2", "figure4", "bounds_fixed_delay", "outcome_kl")
+
+
+def design(full: bool = False) -> Design:
+    """The default design, or the full one."""
+    return DESIGNS["full" if full else "default"]
 
 
 def design_seeds(full: bool = False) -> tuple[int, ...]:
     """The seeds of the default design, or of the full one."""
-    return DESIGNS["full" if full else "default"]
+    return design(full).seeds
 
 
 def llm_suite_settings(full: bool = False) -> tuple[tuple[str, Any], ...]:
@@ -75,10 +113,11 @@ def llm_suite_settings(full: bool = False) -> tuple[tuple[str, Any], ...]:
     return (
         ("recipe", LLM_SUITE_RECIPE),
         ("design", "full" if full else "default"),
-        ("seeds", list(design_seeds(full))),
-        ("methods", list(LLM_SUITE_METHODS)),
-        ("delays", list(LLM_SUITE_DELAYS)),
+        ("seeds", list(design(full).seeds)),
+        ("methods", list(design(full).methods)),
+        ("delays", list(design(full).delays)),
         ("overrides", dict(LLM_SUITE_OVERRIDES)),
+        ("primary", [*PRIMARY, PRIMARY_DELAY]),
     )
 
 
@@ -91,9 +130,9 @@ def llm_suite_config(out: Path, full: bool = False) -> Any:
     return SuiteConfig(
         out=str(out),
         base=base,
-        seeds=design_seeds(full),
-        methods=LLM_SUITE_METHODS,
-        delays=LLM_SUITE_DELAYS,
+        seeds=design(full).seeds,
+        methods=design(full).methods,
+        delays=design(full).delays,
     )
 
 
@@ -125,17 +164,19 @@ def design_markdown(full: bool) -> list[str]:
     lines = []
     pilot = PILOT["differences"]
     for name in ("default", "full"):
-        power = design_power(pilot, detectable=DETECTABLE, seeds=len(DESIGNS[name]))
+        cells = DESIGNS[name]
+        power = design_power(pilot, detectable=DETECTABLE, seeds=len(cells.seeds))
         if name == "default":
             lines.append(
-                f"**The design.** On a pilot suite of this recipe ({len(pilot)} seeds, "
-                f"{PILOT['machine']}) the per-seed primary differences had a standard deviation "
-                f"of {power['sd']:.3f}. A paired t test at level 0.05 with power 0.8 then needs "
-                f"{power['seeds_needed']} seeds to detect a true difference of {DETECTABLE} "
-                f"(`llm_runs.comparisons.design_power`)."
+                f"**The design.** On a pilot suite of this recipe ({len(pilot)} seeds, GMC and "
+                f"TIC at D = {PRIMARY_DELAY}, {PILOT['machine']}) the per-seed primary "
+                f"differences had a standard deviation of {power['sd']:.3f}. A paired t test at "
+                f"level 0.05 with power 0.8 then needs {power['seeds_needed']} seeds to detect a "
+                f"true difference of {DETECTABLE} (`llm_runs.comparisons.design_power`)."
             )
         lines.append(
-            f"- {name} design ({len(DESIGNS[name])} seeds"
+            f"- {name} design ({len(cells.seeds)} seeds, {', '.join(cells.methods)} at D = "
+            f"{', '.join(str(d) for d in cells.delays)}"
             + (
                 ", `gmc-grpo reproduce --full`"
                 if name == "full"
@@ -185,90 +226,168 @@ def bounds_table(runs: list[Any]) -> tuple[str, Any]:
     return "\n".join(lines) + "\n", data
 
 
-def llm_tiny_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
-    """Run (or read back) the stage's suite and report its declared comparisons, the bounds'
-    quantities and the figures.
+@dataclass
+class LlmStageResults:
+    """What the stage computed, apart from its text (`render_llm_tiny` writes that)."""
 
-    Returns `{"headline", "markdown", "analysis", "declared", "power", "checks", "machine"}`;
-    the markdown writes formulas as `$...$`.
-    """
+    analysis: Any
+    """`llm_runs.suite.SuiteAnalysis` of the suite's runs"""
+    declared: dict[str, Any]
+    """`llm_runs.comparisons.declared_comparisons`: the primary and the Holm-adjusted rest"""
+    power: dict[str, Any] | None
+    """`design_power` of this run's per-seed primary differences (None below two seeds)"""
+    quantities: str
+    """§4.2's quantities per delay and method (`bounds_table`, Markdown)"""
+    bounds: Any
+    """`figures.bounds_vs_runs.bounds_data` of the runs (its `checks` and `caption`)"""
+    figures: str
+    """the figures' Markdown (`_figures`)"""
+    base: dict[str, Any]
+    """the suite's base config (the recipe plus `LLM_SUITE_OVERRIDES`)"""
+    full: bool
+    machine: str
+    out_name: str
+    """the stage folder's name (the report's links are relative to its parent)"""
+    kl: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)
+    """(delay, method) -> `t_interval` over seeds of the runs' median KL(current || behavior)"""
+
+
+def compute_llm_tiny(out_dir: Path, full: bool = False) -> LlmStageResults:
+    """Run (or read back) the stage's suite and compute its declared comparisons, power,
+    measured KL, the bounds' quantities and the figures."""
     from figures.discover import discover
     from llm_runs import suite
-    from llm_runs.comparisons import comparisons_markdown, declared_comparisons, design_power
-    from llm_runs.suite import MEASURES, suite_markdown
+    from llm_runs.comparisons import declared_comparisons, design_power
 
     out_dir = Path(out_dir)
-    machine_at_start = machine_description()
+    machine = machine_description()
     config = llm_suite_config(out_dir / "suite", full)
     analysis = suite.run_suite(config)
-    seeds = len(analysis.seeds)
-    delays = ", ".join(str(d) for d in analysis.delays)
-    # one declared primary comparison, the rest Holm-adjusted together (`llm_runs.comparisons`)
-    declared = declared_comparisons(analysis)
+    delay = PRIMARY_DELAY if PRIMARY_DELAY in analysis.delays else max(analysis.delays)
+    declared = declared_comparisons(analysis, primary=PRIMARY, primary_delay=delay)
+    first = (delay, *FIRST_SECONDARY)
+    declared["secondary"].sort(key=lambda r: (r["delay"], r["a"], r["b"], r["measure"]) != first)
     primary = declared["primary"]
-
-    def label(row: dict[str, Any]) -> str:
-        name = COMPARISON_LABELS.get((row["a"], row["b"]), f"{row['a']} - {row['b']}")
-        return name if len(analysis.delays) == 1 else f"{name} (D = {row['delay']})"
-
     va = analysis.values.get((primary["delay"], primary["a"], primary["measure"]), {})
     vb = analysis.values.get((primary["delay"], primary["b"], primary["measure"]), {})
     differences = [va[s] - vb[s] for s in sorted(va) if s in vb]
     power = None
     if len(differences) >= 2 and primary["sd"] > 0:
         power = design_power(differences, detectable=DETECTABLE)
-    grpo = [
-        analysis.intervals.get((d, "grpo", "consumed_reward_final"), {}).get("mean")
+    quantities, bounds = bounds_table(discover([out_dir / "suite"]))
+    kl = {
+        (d, m): analysis.intervals[(d, m, "behavior_kl")]
         for d in analysis.delays
-    ]
-    runs = discover([out_dir / "suite"])
-    quantities, bounds = bounds_table(runs)
-    growth = [c for c in bounds.checks if c["claim"].split(" grows")[0] in GROWTH]
-    headline = (
-        f"{seeds} seeds, D = {delays}: primary {label(primary)} consumed reward "
-        f"{_interval(primary)} {primary['verdict']}"
-        + (
-            "; GRPO consumed reward " + " -> ".join(f"{v:.3f}" for v in grpo if v is not None)
-            if all(v is not None for v in grpo)
-            else ""
-        )
-        + "; "
-        + "; ".join(f"{c['claim'].split(' (')[0]}: {c['verdict']}" for c in growth)
+        for m in analysis.methods
+        if (d, m, "behavior_kl") in analysis.intervals
+    }
+    return LlmStageResults(
+        analysis=analysis,
+        declared=declared,
+        power=power,
+        quantities=quantities,
+        bounds=bounds,
+        figures=_figures(out_dir),
+        base=config.base,
+        full=full,
+        machine=machine,
+        out_name=out_dir.name,
+        kl=kl,
     )
-    figures_md = _figures(out_dir)
-    held_out = config.base.get("arithmetic", {}).get("num_eval", "the")
-    samples = config.base.get("eval_samples", "the")
-    steps = config.base.get("total_steps")
-    design = "full" if full else "default"
+
+
+def llm_tiny_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
+    """Run (or read back) the stage's suite and report it (`compute_llm_tiny`, then
+    `render_llm_tiny`).
+
+    Returns `{"headline", "markdown", "analysis", "declared", "power", "checks", "design",
+    "machine", "kl"}`; the markdown writes formulas as `$...$`.
+    """
+    results = compute_llm_tiny(out_dir, full)
+    headline, markdown = render_llm_tiny(results)
+    return {
+        "headline": headline,
+        "markdown": markdown,
+        "analysis": results.analysis.to_json(),
+        "declared": results.declared,
+        "power": results.power,
+        "checks": results.bounds.checks,
+        "design": "full" if results.full else "default",
+        "machine": results.machine,
+        "kl": {f"d{d}/{m}": v for (d, m), v in results.kl.items()},
+    }
+
+
+def _label(row: dict[str, Any], analysis: Any) -> str:
+    name = COMPARISON_LABELS.get((row["a"], row["b"]), f"{row['a']} - {row['b']}")
+    return name if len(analysis.delays) == 1 else f"{name} (D = {row['delay']})"
+
+
+def _kl_text(results: LlmStageResults) -> str:
+    """`D = 32: TIC 0.08, GMC 0.05; ...`: the mean over seeds of the runs' median KL."""
+    parts = []
+    for d in results.analysis.delays:
+        cells = [
+            f"{m.upper()} {results.kl[(d, m)]['mean']:.3g}"
+            for m in results.analysis.methods
+            if (d, m) in results.kl and d > 0
+        ]
+        if cells:
+            parts.append(f"D = {d}: " + ", ".join(cells))
+    return "; ".join(parts)
+
+
+def render_llm_tiny(results: LlmStageResults) -> tuple[str, str]:
+    """`(headline, markdown)` of the stage's results."""
+    from llm_runs.comparisons import comparisons_markdown
+    from llm_runs.suite import MEASURES, suite_markdown
+
+    analysis, primary = results.analysis, results.declared["primary"]
+    delays = ", ".join(str(d) for d in analysis.delays)
+    growth = [c for c in results.bounds.checks if c["claim"].split(" grows")[0] in GROWTH]
+    kl = _kl_text(results)
+    headline = (
+        f"{len(analysis.seeds)} seeds, D = {delays}: primary {_label(primary, analysis)} "
+        f"held-out sampled Pass@1 of the current policy {_interval(primary)} "
+        f"{primary['verdict']}"
+        + (f"; KL(current || behavior) per response, nats: {kl}" if kl else "")
+        + "".join(f"; {c['claim'].split(' (')[0]}: {c['verdict']}" for c in growth)
+    )
+    base, power = results.base, results.power
+    seeds = ",".join(str(s) for s in analysis.seeds)
     lines = [
-        f"The tiny CPU recipe `{LLM_SUITE_RECIPE}` (random-init 2-layer Qwen3, supervised warm-up "
-        "on additions with answers in `\\boxed{}`, one base model for every seed, then RL with "
-        "the full pipeline: HF rollout engine, FIFO staleness schedule, learner, evaluations, "
-        f"the bound tracker) for {', '.join(LLM_SUITE_METHODS)} at fixed delays $D = {delays}$ "
-        f"({steps} updates) and seeds {', '.join(str(s) for s in analysis.seeds)} (the "
-        f"{design} design): {len(analysis.runs)} runs (`gmc-grpo llm train --recipe "
-        f"{LLM_SUITE_RECIPE} --seeds {','.join(str(s) for s in analysis.seeds)} --methods "
-        f"{','.join(LLM_SUITE_METHODS)} --delays {','.join(str(d) for d in analysis.delays)} "
-        "--set bound_every=10`). Not a paper setting: a measurement of what the tiny "
-        "model shows, with intervals.",
+        f"The tiny CPU recipe `{LLM_SUITE_RECIPE}` (random-init 2-layer Qwen3, a "
+        f"{base.get('sft_steps', 0):,}-step supervised warm-up on additions with operands up to "
+        f"{base.get('arithmetic', {}).get('max_operand')}, one base model for every seed, then "
+        f"{base.get('total_steps')} RL updates at lr {base.get('lr'):g} with the full "
+        "pipeline) for "
+        f"{', '.join(analysis.methods)} at fixed delays $D = {delays}$ and seeds "
+        f"{', '.join(str(s) for s in analysis.seeds)} (the "
+        f"{'full' if results.full else 'default'} design): {len(analysis.runs)} runs "
+        f"(`gmc-grpo llm train --recipe {LLM_SUITE_RECIPE} --seeds {seeds} --methods "
+        f"{','.join(analysis.methods)} --delays {','.join(str(d) for d in analysis.delays)}`). "
+        "Not a paper setting: a measurement of what the tiny model shows, with intervals.",
         "",
-        *design_markdown(full),
-        "Per seed $s$ and method, the consumed reward $r_s$ (`consumed_reward_final`, formerly "
-        "called final reward) is the mean reward of the batches the learner consumed in the last "
-        "10% of updates: under a delay $D$ they were generated by the policy $D$ updates older, "
-        "so it is not the reward of the current policy (the held-out evaluations measure that). A paired difference over the $n$ seeds, "
-        "$d_s = r_s^{A} - r_s^{B}$, is reported as $\\bar d \\pm t_{0.975,\\,n-1}\\, "
-        "\\mathrm{sd}(d)/\\sqrt{n}$. Held-out accuracy is measured on the "
-        f"{held_out} held-out sums at the last evaluation (greedy, and sampled Pass@1 over "
-        f"{samples} samples).",
+        *design_markdown(results.full),
+        "The current policy is evaluated every "
+        f"{base.get('eval_every')} updates on the {base.get('arithmetic', {}).get('num_eval')} "
+        f"held-out sums (greedy, and sampled Pass@1 over {base.get('eval_samples')} samples); "
+        "`sampled` is its last evaluation, `sampled_area` the area under that curve. The "
+        "consumed reward (`consumed_reward_final`) is the reward of the batches the learner "
+        "consumed in the last 10% of updates: under a delay $D$ the policy $D$ updates older "
+        "generated them. `behavior_kl` is the median over a run of the bound tracker's "
+        "KL(current || behavior) per response (nats). Paired differences over the $n$ seeds, "
+        "$d_s = r_s^{A} - r_s^{B}$, are reported as $\\bar d \\pm t_{0.975,\\,n-1}\\, "
+        "\\mathrm{sd}(d)/\\sqrt{n}$.",
         "",
         suite_markdown(analysis).rstrip(),
         "",
-        "The paired table reads every interval at 95%; the verdicts that count are these: one "
-        "comparison declared primary in advance, judged alone, and the rest judged together with "
-        "Holm's step-down adjustment (`llm_runs.comparisons`; two-sided paired t tests).",
+        "The verdicts that count: one comparison declared primary in advance and judged alone; "
+        "the rest judged together with Holm's step-down adjustment (the first secondary is the "
+        "primary's area under the held-out curve; two-sided paired t tests). The collapse rate "
+        "(`collapsed`) and the measured KL are reported, not tested.",
         "",
-        comparisons_markdown(declared).rstrip(),
+        comparisons_markdown(results.declared).rstrip(),
         "",
         "Measures: " + "; ".join(f"`{k}`: {v}" for k, v in MEASURES.items()) + ".",
         "",
@@ -281,44 +400,39 @@ def llm_tiny_stage(out_dir: Path, full: bool = False) -> dict[str, Any]:
             f"0.8, and {power['seeds_needed']} seeds would detect {DETECTABLE}.",
             "",
         ]
-    lines += [
+    lines += _bounds_lines(results)
+    return headline, "\n".join(lines) + "\n"
+
+
+def _bounds_lines(results: LlmStageResults) -> list[str]:
+    """The report's §4.2 quantities, figures, machine and record paths (Markdown lines)."""
+    return [
         "**§4.2's quantities along the runs** (steady state, steps $\\ge D$; mean over seeds "
         "with its 95% interval over seeds; `llm_runs.bound_tracking`, `figures.bounds_vs_runs`): the "
         "removed mass and capped fraction the learner logs at every update, the KL between the "
         "current and the behavior policy (the bound tracker's: responses sampled at "
         "$\\theta_n$, the exact per-token KL summed, every 10 updates), the removed-mass bound "
-        "$\\mathrm{KL}/\\log(1+2\\epsilon)$ (GMC) or $\\mathrm{KL}/c_\\epsilon$ (TIC), the drift "
-        "to the behavior parameters and its ratio to the pathwise bound "
+        "$\\mathrm{KL}/\\log(1+2\\epsilon)$ (GMC) or $\\mathrm{KL}/c_\\epsilon$ (TIC), the "
+        "drift to the behavior parameters and its ratio to the pathwise bound "
         "$\\tau\\sum_k\\Vert\\theta_{k+1}-\\theta_k\\Vert^2$ (1: the steps of the window "
         "aligned, drift $\\propto\\tau^2$; $1/\\tau$: uncorrelated), and the lag-0 "
         "engine/learner mismatch: the mean over trajectories of "
         "$|\\sum_t (\\log\\mu_{\\mathrm{engine}} - \\log\\pi_{\\mathrm{learner}})|$, nats per "
         "response, measured every 10 updates on a lag-0 batch (`llm_runs.mismatch`).",
         "",
-        quantities.rstrip(),
+        results.quantities.rstrip(),
         "",
-        "Runs vs theory: " + bounds.caption,
+        "Runs vs theory: " + results.bounds.caption,
         "",
-        figures_md.rstrip(),
+        results.figures.rstrip(),
         "",
-        f"Machine: {machine_at_start} at the start of the stage (the stage's time is in the "
-        "table at the top). Floating-point results differ between CPUs, so the sampled rollouts "
-        "and every number here differ on another machine; the same machine and seed give the "
-        "same records.",
+        f"Machine: {results.machine} at the start of the stage (the stage's time is in the "
+        "table at the top). The CPU kernels are pinned (`gmc_grpo.determinism`), so the same "
+        "seeds give the same records on another x86-64 CPU with AVX2.",
         "",
-        f"Run records: `{out_dir.name}/suite/<method>_d<D>_seed<s>/`; the analysis: "
-        f"`{out_dir.name}/suite/suite_summary.json`.",
+        f"Run records: `{results.out_name}/suite/<method>_d<D>_seed<s>/`; the analysis: "
+        f"`{results.out_name}/suite/suite_summary.json`.",
     ]
-    return {
-        "headline": headline,
-        "markdown": "\n".join(lines) + "\n",
-        "analysis": analysis.to_json(),
-        "declared": declared,
-        "power": power,
-        "checks": bounds.checks,
-        "design": design,
-        "machine": machine_at_start,
-    }
 
 
 #: the runs-vs-theory checks quoted in the headline (the two that need two delays)

@@ -325,7 +325,7 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_tiny",
-        "Qwen3 track on a CPU: GRPO/TIC/GMC at three delays, paired over seeds",
+        "Qwen3 track on a CPU: GMC - TIC held-out Pass@1 on 2-digit additions, paired over seeds",
         "pipeline.llm_stage:llm_tiny_stage",
         llm_suite_settings(),
         full_settings=llm_suite_settings(full=True),
@@ -335,7 +335,7 @@ STAGES: tuple[Stage, ...] = (
         "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
-        figure_runs=False,  # one delayed GMC run (D = 16), not a run of the fixed-delay suite
+        figure_runs=False,  # one delayed GMC run (D = 32), not a run of the fixed-delay suite
     ),
     Stage(
         "figures",

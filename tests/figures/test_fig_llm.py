@@ -267,3 +267,28 @@ def test_table3_seed_cells_are_intervals(tmp_path: Path) -> None:
         f"| 16 | TIC-GRPO | ours (mean ± 95% CI, 3 seeds) | 40 | 44.00 ± {cell.half_width:.2f} |"
         in (render_markdown(table))
     )
+
+
+def test_outcome_kl_puts_each_run_at_its_median_kl(tmp_path):
+    """One point per fixed-delay run: x the median of its KL rows (here the learner's
+    `ratio/kl_estimate`, `0.01 D + 0.001 (step mod 3)` over steps 0-2: median `0.01 D + 0.001`;
+    `D = 0` on-policy: 0), y its last sampled evaluation; a run without evaluations is named."""
+    from figures.common import eval_curve
+    from figures.llm import outcome_kl_data
+
+    for delay in (0, 8):
+        for method in ("tic", "gmc"):
+            write_train_run(tmp_path, f"{method}-d{delay}", method=method, delay=delay, steps=3,
+                            eval_every=3)  # fmt: skip
+    write_train_run(tmp_path, "gmc-d16", method="gmc", delay=16, steps=3, eval_every=0)
+    runs = discover([tmp_path])
+    data = outcome_kl_data(runs)
+    points = {(s.method, s.run): (s.steps, s.values) for s in data.panels[0].series}
+    assert set(points) == {("tic", "D = 0"), ("gmc", "D = 0"), ("tic", "D = 8"), ("gmc", "D = 8")}
+    for method in ("tic", "gmc"):
+        run = next(r for r in runs if r.path.name == f"{method}-d8")
+        _, scores = eval_curve(run, "math500", "sampled")
+        assert points[(method, "D = 8")] == ([pytest.approx(0.081)], [scores[-1]])
+        assert points[(method, "D = 0")][0] == [0.0]
+    assert any("gmc-d16" in note for note in data.notes)
+    assert "ratio/kl_estimate" in data.caption  # no run has the bound tracker's KL

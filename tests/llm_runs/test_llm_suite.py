@@ -121,6 +121,10 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
         "reward_timeouts": None,  # records written before the scorer counted its timeouts
         "eval_timeouts": None,
         "sampled_area": 0.35,  # one sampled evaluation: its value
+        "collapsed": 0.0,  # consumed reward 18.5 >= COLLAPSE_BELOW
+        "behavior_kl": None,  # no bound tracker
+        "group_share_max": None,
+        "group_ess": None,
     }
     # issue 36: the answers a scorer timeout made incorrect, beside the rewards and Pass@1
     metrics[3]["reward/scoring_timeouts"] = 2
@@ -132,6 +136,24 @@ def test_run_measures_read_the_last_updates_and_the_last_evaluation():
     assert (got["reward_timeouts"], got["eval_timeouts"]) == (2.0, 4.0)
     assert run_measures(metrics, [], 0.25)["consumed_reward_final"] == 17.0  # last 5 of 20: 15..19
     assert run_measures(metrics, [], 0.25)["greedy"] is None
+
+
+def test_run_measures_read_the_regime_and_the_collapse():
+    """The median of the tracked KL (lag-0 rows count as measured 0), the median of the
+    applied weights' largest group share (the ratios' where a method logs none), collapse."""
+    metrics = [
+        {"step": 0, "reward/mean": 0.5, "bounds/kl_estimate": 0.0, "ratio/group_share_max": 0.2},
+        {"step": 1, "reward/mean": 0.3, "weight/group_share_max": 0.5, "ratio/group_ess_mean": 0.9},
+        {"step": 2, "reward/mean": 0.05, "bounds/kl_estimate": 0.4},
+        {"step": 3, "reward/mean": 0.04, "bounds/kl_estimate": 3.0, "weight/group_share_max": 0.9},
+    ]
+    got = run_measures(metrics, [], final_fraction=0.5)
+    assert got["behavior_kl"] == pytest.approx(0.4)  # median of 0, 0.4, 3
+    assert got["group_share_max"] == pytest.approx(0.5)  # median of 0.2, 0.5, 0.9
+    assert got["group_ess"] == pytest.approx(0.9)  # the one row that logs it
+    assert got["collapsed"] == 1.0  # the last half's consumed reward 0.045 < 0.1
+    assert run_measures(metrics[:2], [], final_fraction=0.5)["collapsed"] == 0.0
+    assert run_measures([], [])["collapsed"] is None
 
 
 def test_the_area_under_the_held_out_curve_by_hand():

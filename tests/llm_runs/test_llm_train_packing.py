@@ -135,6 +135,25 @@ def test_pack_micro_batch_layout_by_hand():
     assert packed.response_bounds == ((0, 1), (1, 4))
 
 
+def test_shared_prompt_layout_by_hand():
+    # group 0 shares prompt [11, 12] (responses [13], [23, 24, 25]); group 1's prompts differ:
+    # laid out whole
+    ids = torch.tensor(
+        [[[11, 12, 13, 0, 0], [11, 12, 23, 24, 25]], [[31, 32, 33, 0, 0], [41, 42, 43, 0, 0]]]
+    )
+    prompts, responses = torch.tensor([[2, 2], [2, 2]]), torch.tensor([[1, 3], [1, 1]])
+    packed = pack_micro_batch(ids, prompts, responses, 3, "cpu", share_prompts=True)
+    assert packed.input_ids.tolist() == [[11, 12, 13, 23, 24, 25, 31, 32, 33, 41, 42, 43]]
+    assert packed.position_ids.tolist() == [[0, 1, 2, 2, 3, 4, 0, 1, 2, 0, 1, 2]]
+    assert packed.segments.bounds == ((0, 2), (2, 3), (3, 6), (6, 9), (9, 12))
+    assert packed.segments.prefixes == ((0, 0), (0, 2), (0, 2), (6, 6), (9, 9))
+    # both responses of group 0 are predicted first from the prompt's last token (index 1)
+    assert packed.response_hidden_index.tolist() == [1, 1, 3, 4, 7, 10]
+    assert packed.response_targets.tolist() == [13, 23, 24, 25, 33, 43]
+    assert packed.response_flat_index.tolist() == [0, 3, 4, 5, 6, 9]
+    assert packed.response_bounds == ((0, 1), (1, 4), (4, 5), (5, 6))
+
+
 def test_micro_batch_ranges_by_hand():
     tokens = [10, 7, 12, 3, 30, 1]
     # 10 + 7 = 17 <= 20; 12 + 3 = 15; 30 alone (over the budget, never split); 1
@@ -161,6 +180,40 @@ def test_packed_logprobs_and_entropies_equal_padded(model_dir):
     close(packed_ent[mask], padded_ent[mask])
     assert float(packed_lp[~mask].abs().max()) == 0.0  # zeros past each response's end
     assert float(padded_lp[mask].std()) > 0.1  # a model far from uniform: a meaningful check
+
+
+def test_shared_prompts_give_the_unshared_logprobs_and_gradients(model_dir):
+    """Each group's prompt once vs every trajectory whole (both packed): the response tokens'
+    log-probs, and the gradient of their weighted sum in every parameter, agree to float32
+    rounding: relative 1e-4, absolute 1e-5 of the tensor's largest entry (`close`); the
+    shared layout processes fewer tokens."""
+    from llm_runs.logprobs import chunked_token_logprobs_entropy, output_embedding
+    from llm_runs.packing import packed_hidden_states
+
+    model = load_model(model_dir, checkpointing=False)
+    batch = spread_batch(model)
+    weights = torch.randn(3, 3, T_MAX, generator=torch.Generator().manual_seed(1))
+    runs = {}
+    for share in (True, False):
+        packed = pack_micro_batch(
+            batch.input_ids, batch.prompt_len, batch.response_len, T_MAX, "cpu", share_prompts=share
+        )
+        hidden = packed_hidden_states(model, packed)
+        lp, _ = chunked_token_logprobs_entropy(
+            hidden.index_select(0, packed.response_hidden_index),
+            output_embedding(model),
+            packed.response_targets,
+            5,
+        )
+        (weights.flatten()[packed.response_flat_index] * lp).sum().backward()
+        runs[share] = (lp.detach(), [q.grad.clone() for q in model.parameters()], packed)
+        model.zero_grad(set_to_none=True)
+    (got_lp, got_grads, shared), (want_lp, want_grads, whole) = runs[True], runs[False]
+    close(got_lp, want_lp)
+    for got, want in zip(got_grads, want_grads, strict=True):
+        close(got, want)
+    # 3 groups of 3: the prompts (2, 9, 1 tokens) once instead of three times
+    assert whole.num_tokens - shared.num_tokens == 2 * sum(PROMPTS)
 
 
 @pytest.mark.parametrize("method", ["grpo", "tic", "gmc", "vcpo", "gac", "a3po"])

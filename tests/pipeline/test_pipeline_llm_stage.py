@@ -21,11 +21,14 @@ from pipeline import llm_bias_stage, llm_stage, reproduce  # noqa: E402
 def test_the_stage_designs_are_valid_and_name_their_settings(tmp_path, full):
     config = llm_stage.llm_suite_config(tmp_path / "suite", full)
     runs = config.runs()
-    seeds = llm_stage.design_seeds(full)
-    delays = llm_stage.LLM_SUITE_DELAYS
-    assert len(runs) == len(seeds) * len(llm_stage.LLM_SUITE_METHODS) * len(delays)
+    design = llm_stage.design(full)
+    seeds, delays = design.seeds, design.delays
+    assert len(runs) == len(seeds) * len(design.methods) * len(delays)
     assert len(seeds) >= 2  # an interval, never one seed
-    assert 0 in delays and sum(d > 0 for d in delays) >= 2  # D = 0 and two positive delays
+    # every design has the primary's cells; the full one D = 0 and two positive delays
+    assert llm_stage.PRIMARY_DELAY in delays and {"gmc", "tic"} <= set(design.methods)
+    if full:
+        assert 0 in delays and sum(d > 0 for d in delays) >= 2
     for run in runs[:3]:
         values = config.run_values(run)
         assert values["cache_dir"] == str(tmp_path / "suite" / "cache")
@@ -37,19 +40,23 @@ def test_the_stage_designs_are_valid_and_name_their_settings(tmp_path, full):
     assert settings["seeds"] == list(seeds) and settings["design"] == (
         "full" if full else "default"
     )
+    assert settings["primary"] == [*llm_stage.PRIMARY, llm_stage.PRIMARY_DELAY]
     assert len(llm_stage.design_seeds(True)) > len(llm_stage.design_seeds(False))
 
 
 def _synthetic_suite(root: Path) -> dict:
     """Runs at D = 0, 4, 8 (removed mass grows with D by construction, `fig_records`) and the
-    measures of an analysis in which GMC beats TIC at D = 8 by 0.10 +- 0.01."""
+    measures of an analysis in which GMC's held-out sampled Pass@1 beats TIC's at D = 8 by
+    0.10 +- 0.01, and the runs' median KL to the behavior policy is 0.01 D nats."""
     measures = {}
     for seed, noise in enumerate((-0.01, 0.0, 0.01)):
         for delay in (0, 4, 8):
-            measures[(delay, "grpo", seed)] = {"consumed_reward_final": 0.30 - 0.01 * delay}
-            measures[(delay, "tic", seed)] = {"consumed_reward_final": 0.30 + 2 * noise}
+            kl = {"behavior_kl": 0.01 * delay}
+            measures[(delay, "grpo", seed)] = {"sampled": 0.80 - 0.01 * delay, **kl}
+            measures[(delay, "tic", seed)] = {"sampled": 0.80 + 2 * noise, **kl}
             measures[(delay, "gmc", seed)] = {
-                "consumed_reward_final": 0.30 + (0.10 if delay == 8 else 0.0) + 3 * noise
+                "sampled": 0.80 + (0.10 if delay == 8 else 0.0) + 3 * noise,
+                **kl,
             }
             for method in ("grpo", "tic", "gmc"):
                 write_train_run(
@@ -75,11 +82,13 @@ def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, mon
     result = llm_stage.llm_tiny_stage(tmp_path)
     assert seen and seen[0].out == str(tmp_path / "suite") and result["design"] == "default"
     headline = result["headline"]
-    # the primary alone at 5% (p = 0.0033), at the largest delay
+    # the primary alone at 5% (p = 0.0033), at the largest delay (the declared D = 32 is absent)
     assert headline.startswith(
-        "3 seeds, D = 0, 4, 8: primary GMC - TIC (D = 8) consumed reward +0.100 [+0.075, +0.125] holds"
+        "3 seeds, D = 0, 4, 8: primary GMC - TIC (D = 8) held-out sampled Pass@1 of the current "
+        "policy +0.100 [+0.075, +0.125] holds"
     )
-    assert "GRPO consumed reward 0.300 -> 0.260 -> 0.220" in headline
+    assert "nats: D = 4: GRPO 0.04, TIC 0.04, GMC 0.04; D = 8: GRPO 0.08" in headline
+    assert result["kl"]["d8/gmc"]["mean"] == pytest.approx(0.08)
     assert "removed mass grows with the delay: agrees" in headline
     assert "capped fraction grows with the delay: agrees" in headline
     assert result["declared"]["primary"]["p"] == pytest.approx(0.00333, abs=1e-4)
@@ -87,7 +96,8 @@ def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, mon
     markdown = result["markdown"]
     assert "**Primary**" in markdown and "Holm" in markdown
     assert "$\\bar d \\pm t_{0.975,\\,n-1}" in markdown  # formulas as $...$
-    assert "| 8 | consumed_reward_final | gmc - tic | +0.100 |" in markdown
+    assert "| 8 | sampled | gmc - tic | +0.100 |" in markdown
+    assert "**Primary** (declared in advance, level 0.05): gmc - tic sampled at D = 8" in markdown
     # the bounds' quantities per delay and method, and the two-delay checks measured
     assert "| 8 | tic | 0.017 [0.0145, 0.0195] |" in markdown  # 0.016 + the seeds' shifts
     assert (
