@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_runs import tiny_tracked_run
 
 from evidence import bite, render
 from evidence.checks_runs import bite_part
@@ -15,8 +16,7 @@ from evidence.measured import run_bounds
 from evidence.registry import run_findings
 from evidence.run_evidence import RunEvidence
 from theory.bounds import gradient_norm_sq_ceiling, theorem_terms
-from toy_mdps.train.config import ExperimentConfig, ToyTrainConfig, shipped_experiment
-from toy_mdps.train.run import train
+from toy_mdps.train.config import ExperimentConfig, shipped_experiment
 
 torch.set_num_threads(1)
 
@@ -111,27 +111,9 @@ def test_verdict_is_one_sided_and_vacuous_above_the_ceiling() -> None:
 
 
 def _tiny_bite_run(path: Path) -> Path:
-    cfg = ToyTrainConfig(
-        num_prompts=2,
-        vocab_size=3,
-        max_length=3,
-        num_groups=2,
-        group_size=4,
-        method="gmc",
-        optimizer="sgd",
-        lr=0.05,
-        lr_schedule="constant",
-        grad_clip=None,
-        advantage="loo",
-        delay=2,
-        total_steps=6,
-        seeds=[0, 1, 2],
-        bound_every=3,
-        bound_minibatches=20,
-        name="bounds_optimal/method=gmc_delay=2",
+    return tiny_tracked_run(
+        path, lr=0.05, total_steps=6, bound_every=3, name="bounds_optimal/method=gmc_delay=2"
     )
-    train(cfg, path)
-    return path
 
 
 def test_rows_headline_and_claims_rows_on_a_run(tmp_path: Path) -> None:

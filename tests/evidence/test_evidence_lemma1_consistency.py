@@ -9,40 +9,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_runs import tiny_tracked_run
 
 import evidence.measured as measured
 from evidence.measured import SMOOTHNESS_CHECK, run_bounds
 from evidence.vacuity import lemma1_ratios, smoothness_summary
-from toy_mdps.train.config import ToyTrainConfig
-from toy_mdps.train.run import train
 
 torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = ToyTrainConfig(
-        num_prompts=2,
-        vocab_size=3,
-        max_length=3,
-        num_groups=2,
-        group_size=4,
-        method="gmc",
-        optimizer="sgd",
-        lr=1.0,
-        lr_schedule="constant",
-        grad_clip=None,
-        advantage="loo",
-        delay=2,
-        total_steps=8,
-        seeds=[0, 1, 2],
-        bound_every=1,
-        bound_minibatches=20,
-        name="lemma/gmc",
-    )
     path = tmp_path_factory.mktemp("lemma") / "run"
-    train(cfg, path)
-    return path
+    return tiny_tracked_run(path, lr=1.0, total_steps=8, bound_every=1, name="lemma/gmc")
 
 
 def test_shares_ceiling_and_every_step_moments(run_dir: Path) -> None:
