@@ -372,7 +372,9 @@ def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
 
 def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
     """Issue 36: a run whose metrics lack rows (a torn last line beside its summary) is left out
-    of the analysis and named under the table (`_run_one` resumes such a run, not reuses it)."""
+    of the analysis and named in it, `skipped` (which the pipeline's renderer prints under the
+    table: tests/pipeline/test_pipeline_llm_report.py; `_run_one` resumes such a run, not
+    reuses it)."""
     from gmc_grpo.run_writer import RunWriter
     from llm_runs import suite
 
@@ -390,4 +392,4 @@ def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
     assert analysis.skipped == [
         "gmc_d2_seed1: 1 missing metrics rows (step 3); metrics.jsonl line 4 torn"
     ]
-    assert analysis.to_json()["skipped"] == analysis.skipped  # named under the table
+    assert analysis.to_json()["skipped"] == analysis.skipped  # in suite_summary.json too
