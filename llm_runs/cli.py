@@ -3,8 +3,8 @@
 Each subcommand lives in its own module exposing `add_arguments(parser)` and `run(args) -> int`;
 it is registered by one line in `SUBCOMMANDS`. A subcommand that writes a Markdown report takes
 its renderer as `run(args, render)`, handed in from above (`main(argv, renderers=...)`: the
-`gmc-grpo` command goes through `pipeline.llm`, which hands `llm bias` its report's renderer; this
-track formats no report). Modules are imported only when their subcommand
+`gmc-grpo` command goes through `pipeline.llm`, which hands `llm bias` and `llm train` (a suite's
+summary) their reports' renderers; this track formats no report). Modules are imported only when their subcommand
 runs (or prints its help), so `gmc-grpo llm --help` imports neither torch nor transformers.
 """
 
@@ -82,12 +82,13 @@ def build_subparser(name: str) -> tuple[argparse.ArgumentParser, object]:
 def main(
     argv: list[str] | None = None,
     *,
-    renderers: Mapping[str, Callable[[dict[str, Any]], str]] | None = None,
+    renderers: Mapping[str, Callable[[Any], str]] | None = None,
 ) -> int:
     """Route `gmc-grpo llm <subcommand> ...`; return the exit status.
 
-    renderers: subcommand -> the function rendering its results as Markdown, passed to its
-    `run(args, render)` (`pipeline.llm`); a subcommand without one writes its numbers only.
+    renderers: subcommand -> the function rendering its results (a `bias_of_run` dict, a suite's
+    `SuiteAnalysis`) as Markdown, passed to its `run(args, render)` (`pipeline.llm`); a
+    subcommand without one writes its numbers (JSON) only.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     pinned = pin_at_entry(PROG)  # before a subcommand imports torch (gmc_grpo.determinism)

@@ -155,31 +155,3 @@ def design_power(
         "power_of_design": paired_t_power(detectable, sd, n, alpha),
         "minimum_detectable": minimum_detectable_difference(sd, n, power, alpha),
     }
-
-
-def comparisons_markdown(declared: dict[str, Any]) -> str:
-    """The primary row, then the secondaries with raw and Holm-adjusted p-values (Markdown)."""
-
-    def interval(row: dict[str, Any]) -> str:
-        if not math.isfinite(row["lo"]):
-            return "(one seed)"
-        return f"[{row['lo']:+.3f}, {row['hi']:+.3f}]"
-
-    alpha = declared["alpha"]
-    p = declared["primary"]
-    lines = [
-        f"**Primary** (declared in advance, level {alpha:g}): {p['a']} - {p['b']} {p['measure']} "
-        f"at D = {p['delay']}: {p['mean']:+.3f} {interval(p)}, p = {p['p']:.3g}, "
-        f"{p['n']} seeds: **{p['verdict']}**.",
-        "",
-        f"Secondary comparisons ({declared['family_size']}, Holm-adjusted together at {alpha:g}):",
-        "",
-        "| delay | measure | difference | mean | 95% interval | p | p (Holm) | verdict |",
-        "| ---: | --- | --- | ---: | --- | ---: | ---: | --- |",
-    ]
-    for row in declared["secondary"]:
-        lines.append(
-            f"| {row['delay']} | {row['measure']} | {row['a']} - {row['b']} | {row['mean']:+.3f} "
-            f"| {interval(row)} | {row['p']:.3g} | {row['p_holm']:.3g} | {row['verdict']} |"
-        )
-    return "\n".join(lines) + "\n"

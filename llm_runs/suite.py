@@ -2,7 +2,9 @@
 
 `gmc-grpo llm train --recipe tiny_delay --seeds 0,1,2 --methods grpo,tic,gmc --delays 16 --out S`
 runs one `llm train` per (delay, method, seed) into `S/<method>_d<D>_seed<s>/` (an ordinary run
-record each), then writes `S/suite_summary.json` and `S/suite_summary.md` (`analyse_suite`).
+record each), then writes `S/suite_summary.json` (`analyse_suite`) and, with the renderer the
+command hands it from above (`pipeline.llm_report.suite_markdown`, through `pipeline.llm`),
+`S/suite_summary.md`: this module computes, it formats no text (`run_suite(render=...)`).
 
 **What the runs share** (`LLMTrainConfig.cache_dir = S/cache`, `llm_runs.cache`): every method of a
 seed starts from the same initial policy (the tiny model after its supervised warm-up), built once;
@@ -116,6 +118,9 @@ COMPARED: tuple[str, ...] = (
 # (`seed` is `run_seed`'s old name, `gmc_grpo.configs.FIELD_ALIASES`)
 PER_RUN_FIELDS = ("out", "method", "run_seed", "seed", "delay", "cache_dir", "progress", "resume")
 SUITE_FILE = "suite.json"
+#: A suite's analysis -> its Markdown (`suite_summary.md`); handed in from above
+#: (`pipeline.llm_report.suite_markdown`, through `pipeline.llm`): this track formats no report.
+RenderSuite = Callable[["SuiteAnalysis"], str]
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ class SuiteConfig:
 
     out: str
     """suite folder: one run folder per (method, delay, seed), `suite.json`,
-    `suite_summary.json`, `suite_summary.md`, and the shared `cache/`"""
+    `suite_summary.json`, `suite_summary.md` (when rendered), and the shared `cache/`"""
     base: dict[str, Any]
     """`LLMTrainConfig` values shared by every run (a recipe plus overrides); `out`, `method`,
     `run_seed`, `delay`, `cache_dir`, `progress` are set per run (values given here are replaced)"""
@@ -352,10 +357,13 @@ def run_suite(
     config: SuiteConfig,
     *,
     on_run: Callable[[SuiteRun, dict[str, Any]], None] | None = None,
+    render: RenderSuite | None = None,
 ) -> SuiteAnalysis:
     """Run every run of the suite (skipping finished ones), then analyse and write the summary.
 
     on_run(run, summary): called as each run finishes (in completion order).
+    render: the analysis -> its Markdown, written as `suite_summary.md` (`write_summary`);
+    without it only `suite_summary.json` is written.
     Holds the suite folder's lock throughout, and each run holds its own folder's
     (`gmc_grpo.runlock`: a second writer is refused).
     """
@@ -388,7 +396,7 @@ def run_suite(
                 if on_run is not None:
                     on_run(futures[future], summary)
     analysis = analyse_suite(config.out, final_fraction=config.final_fraction)
-    write_summary(analysis, config.out)
+    write_summary(analysis, config.out, render)
     return analysis
 
 
@@ -663,82 +671,11 @@ def analyse_suite(folder: str | Path, final_fraction: float = 0.1) -> SuiteAnaly
     return analysis
 
 
-def prefix_markdown(analysis: SuiteAnalysis) -> str:
-    """One line per pair of delays: how many leading updates the runs of one method and seed
-    share exactly, over the suite's runs ("" when no run has two delays)."""
-    pairs: dict[tuple[int, int], list[int]] = {}
-    for row in analysis.prefixes:
-        pairs.setdefault((row["delays"][0], row["delays"][1]), []).append(row["shared_updates"])
-    lines = []
-    for (d1, d2), counts in sorted(pairs.items()):
-        span = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}"
-        lines.append(
-            f"- D = {d1} and D = {d2}: the runs of one method and seed have identical records "
-            f"for their first {span} updates ({len(counts)} pairs of runs)"
-        )
-    if not lines:
-        return ""
-    return (
-        "Runs that differ only in the delay share a prefix (both consume the initial policy's "
-        "batches until the smaller FIFO is drained), so what happens there is one observation, "
-        "not one per delay: every comparison is made within one delay, and no count is pooled "
-        "over delays.\n\n" + "\n".join(lines) + "\n"
-    )
-
-
-# -- report -----------------------------------------------------------------------------------
-
-
-def _fmt(interval: Mapping[str, float] | None, scale: float = 1.0) -> str:
-    if interval is None or interval["n"] == 0:
-        return "-"
-    mean = interval["mean"] * scale
-    if interval["n"] < 2:
-        return f"{mean:.3f} (1 seed)"
-    half = (interval["hi"] - interval["lo"]) / 2 * scale
-    return f"{mean:.3f} ± {half:.3f}"
-
-
-def suite_markdown(analysis: SuiteAnalysis, machine: str | None = None) -> str:
-    """Two Markdown tables: per delay and method the means (± 95% half-width over seeds), then
-    the paired differences with their intervals and verdicts."""
-    seeds = ", ".join(str(s) for s in analysis.seeds)
-    lines = [
-        f"Seeds {seeds} ({len(analysis.seeds)}); mean over seeds ± half-width of the 95% "
-        "Student-t interval." + (f" Machine: {machine}." if machine else ""),
-        "",
-        "| delay | method | " + " | ".join(MEASURES) + " |",
-        "| ---: | --- | " + " | ".join("---:" for _ in MEASURES) + " |",
-    ]
-    for delay in analysis.delays:
-        for method in analysis.methods:
-            cells = [_fmt(analysis.intervals.get((delay, method, m))) for m in MEASURES]
-            lines.append(f"| {delay} | {method} | " + " | ".join(cells) + " |")
-    if analysis.skipped:
-        lines += ["", "Left out (records with gaps, not finished): " + "; ".join(analysis.skipped)]
-    lines += [
-        "",
-        "Paired differences over seeds (95% interval); **holds** only when the interval excludes "
-        "zero in the predicted direction.",
-        "",
-        "| delay | measure | difference | mean | 95% interval | seeds | verdict |",
-        "| ---: | --- | --- | ---: | --- | ---: | --- |",
-    ]
-    for row in analysis.paired:
-        interval = f"[{row['lo']:+.3f}, {row['hi']:+.3f}]" if math.isfinite(row["lo"]) else "(none)"
-        verdict_text = f"**{row['verdict']}**" if row["verdict"] == "holds" else row["verdict"]
-        lines.append(
-            f"| {row['delay']} | {row['measure']} | {row['a']} - {row['b']} | "
-            f"{row['mean']:+.3f} | {interval} | {row['n']} | {verdict_text} |"
-        )
-    prefixes = prefix_markdown(analysis)
-    if prefixes:
-        lines += ["", prefixes.rstrip()]
-    return "\n".join(lines) + "\n"
-
-
-def write_summary(analysis: SuiteAnalysis, folder: str | Path) -> None:
-    """`suite_summary.json` (the analysis) and `suite_summary.md` (its tables)."""
+def write_summary(
+    analysis: SuiteAnalysis, folder: str | Path, render: RenderSuite | None = None
+) -> None:
+    """`suite_summary.json` (the analysis) and, with `render`, `suite_summary.md` (its text)."""
     folder = Path(folder)
     atomic_write_json(folder / "suite_summary.json", analysis.to_json())
-    atomic_write_text(folder / "suite_summary.md", suite_markdown(analysis))
+    if render is not None:
+        atomic_write_text(folder / "suite_summary.md", render(analysis))

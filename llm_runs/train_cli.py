@@ -21,7 +21,7 @@ from gmc_grpo.staleness import CONFIG_GENERATION_TIMES
 from llm_runs.config import LLMTrainConfig
 from llm_runs.engines.factory import ENGINES
 from llm_runs.recipes import config_from_values, load_recipe
-from llm_runs.suite import SuiteConfig
+from llm_runs.suite import RenderSuite, SuiteConfig
 
 DESCRIPTION = """Train a causal LM with GRPO, TIC-GRPO, GMC-GRPO, VCPO, GAC, A-3PO (or a method
 registered in gmc_grpo.methods) under a fixed delay, the simulated length-coupled
@@ -276,9 +276,13 @@ def suite_from_args(args: argparse.Namespace) -> SuiteConfig:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, render_suite: RenderSuite | None = None) -> int:
+    """Train one run, or a suite (`--seeds/--methods/--delays`); a suite's analysis is written
+    as `suite_summary.json` and, with `render_suite` (the pipeline's, handed in through
+    `pipeline.llm`; this track formats no report), also printed and written as
+    `suite_summary.md`."""
     if is_suite(args):
-        from llm_runs.suite import run_suite, suite_markdown
+        from llm_runs.suite import run_suite
 
         suite = suite_from_args(args)
         total = len(suite.runs())
@@ -294,8 +298,13 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-        analysis = run_suite(suite, on_run=report if not args.no_progress else None)
-        print(suite_markdown(analysis))
+        analysis = run_suite(
+            suite, on_run=report if not args.no_progress else None, render=render_suite
+        )
+        if render_suite is None:
+            print(f"suite summary: {Path(suite.out) / 'suite_summary.json'}")
+            return 0
+        print(render_suite(analysis))
         print(f"suite summary: {Path(suite.out) / 'suite_summary.md'}")
         return 0
     if args.plan:  # what the run needs, without starting it (llm_runs.preflight)

@@ -258,11 +258,12 @@ def compute_llm_tiny(out_dir: Path, full: bool = False) -> LlmStageResults:
     from figures.discover import discover
     from llm_runs import suite
     from llm_runs.comparisons import declared_comparisons, design_power
+    from pipeline.llm_report import suite_markdown
 
     out_dir = Path(out_dir)
     machine = machine_description()
     config = llm_suite_config(out_dir / "suite", full)
-    analysis = suite.run_suite(config)
+    analysis = suite.run_suite(config, render=suite_markdown)  # and suite/suite_summary.md
     delay = PRIMARY_DELAY if PRIMARY_DELAY in analysis.delays else max(analysis.delays)
     declared = declared_comparisons(analysis, primary=PRIMARY, primary_delay=delay)
     first = (delay, *FIRST_SECONDARY)
@@ -339,8 +340,8 @@ def _kl_text(results: LlmStageResults) -> str:
 
 def render_llm_tiny(results: LlmStageResults) -> tuple[str, str]:
     """`(headline, markdown)` of the stage's results."""
-    from llm_runs.comparisons import comparisons_markdown
-    from llm_runs.suite import MEASURES, suite_markdown
+    from llm_runs.suite import MEASURES
+    from pipeline.llm_report import comparisons_markdown, suite_markdown
 
     analysis, primary = results.analysis, results.declared["primary"]
     delays = ", ".join(str(d) for d in analysis.delays)

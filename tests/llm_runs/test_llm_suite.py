@@ -20,12 +20,10 @@ from llm_runs.suite import (  # noqa: E402
     SuiteConfig,
     analyse_records,
     analyse_suite,
-    prefix_markdown,
     run_measures,
     run_suite,
     sampled_curve_area,
     shared_prefix,
-    suite_markdown,
     verdict,
 )
 from llm_runs.train import Trainer  # noqa: E402
@@ -97,11 +95,7 @@ def test_paired_intervals_by_hand():
     assert row["lo"] == pytest.approx(0.6 - 0.2484138) and row["verdict"] == "holds"
     assert verdict({"mean": -1.0, "lo": -1.5, "hi": -0.5, "n": 3}) == "reversed"
     assert verdict({"mean": 0.3, "lo": -math.inf, "hi": math.inf, "n": 1}) == "one seed"
-    text = suite_markdown(three)
-    assert (
-        "| 0 | consumed_reward_final | gmc - grpo | +0.600 | [+0.352, +0.848] | 3 | **holds** |"
-        in text
-    )
+    # its Markdown: tests/pipeline/test_pipeline_llm_report.py
 
 
 def test_run_measures_read_the_last_updates_and_the_last_evaluation():
@@ -181,23 +175,6 @@ def test_shared_prefix_counts_identical_leading_rows():
     assert shared_prefix(a, [{"step": 0}]) == 0  # a field only one run has is a difference
 
 
-def test_prefix_markdown_says_the_delays_share_updates():
-    analysis = analyse_records(
-        {(d, "gmc", s): {"mean_reward": 0.1} for d in (32, 64) for s in (0, 1)}
-    )
-    analysis.prefixes = [
-        {"method": "gmc", "seed": s, "delays": [32, 64], "shared_updates": n}
-        for s, n in ((0, 33), (1, 34))
-    ]
-    text = prefix_markdown(analysis)
-    assert (
-        "- D = 32 and D = 64: the runs of one method and seed have identical records for " in text
-    )
-    assert "their first 33-34 updates (2 pairs of runs)" in text
-    assert "no count is pooled over delays" in text
-    assert prefix_markdown(analyse_records({(0, "gmc", 0): {}})) == ""
-
-
 def test_sharing_the_initial_policy_and_its_rollouts_changes_no_record(tmp_path):
     """GMC and GRPO at D = 2, with and without a shared cache: identical records. With the cache
     the second method reads the warm-up and the version-0 rollouts (the FIFO fill) of the first;
@@ -265,10 +242,10 @@ def test_two_seed_two_method_suite(tmp_path):
     two = SuiteConfig(
         out=str(tmp_path / "two"), base=BASE, seeds=(0, 1), methods=("tic", "gmc"), processes=2
     )
-    analysis = run_suite(two)
+    analysis = run_suite(two, render=lambda a: f"{len(a.runs)} runs\n")
     names = sorted(p.name for p in (tmp_path / "two").iterdir() if (p / "summary.json").exists())
     assert names == ["gmc_d2_seed0", "gmc_d2_seed1", "tic_d2_seed0", "tic_d2_seed1"]
-    assert (tmp_path / "two" / "suite_summary.md").is_file()
+    assert (tmp_path / "two" / "suite_summary.md").read_text() == "4 runs\n"  # the renderer's
     assert json.loads((tmp_path / "two" / "suite.json").read_text())["cells"]["seeds"] == [0, 1]
 
     # by hand: final reward = last update's reward (ceil(0.1 * 5) = 1 update), paired over seeds
@@ -308,6 +285,9 @@ def test_two_seed_two_method_suite(tmp_path):
     )
     run_suite(one)
     assert not (tmp_path / "one" / "cache").exists()
+    # without a renderer the track writes the numbers only (the text is the pipeline's)
+    assert (tmp_path / "one" / "suite_summary.json").is_file()
+    assert not (tmp_path / "one" / "suite_summary.md").exists()
     for name in names:
         assert records(tmp_path / "one" / name) == records(tmp_path / "two" / name), name
     differ = [records(tmp_path / "two" / f"gmc_d2_seed{s}") for s in (0, 1)]
@@ -392,7 +372,9 @@ def test_suite_processes_on_gpus_one_per_device_and_never_more(monkeypatch):
 
 def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
     """Issue 36: a run whose metrics lack rows (a torn last line beside its summary) is left out
-    of the analysis and named under the table (`_run_one` resumes such a run, not reuses it)."""
+    of the analysis and named in it, `skipped` (which the pipeline's renderer prints under the
+    table: tests/pipeline/test_pipeline_llm_report.py; `_run_one` resumes such a run, not
+    reuses it)."""
     from gmc_grpo.run_writer import RunWriter
     from llm_runs import suite
 
@@ -410,4 +392,4 @@ def test_a_run_with_gaps_is_not_counted_finished(tmp_path):
     assert analysis.skipped == [
         "gmc_d2_seed1: 1 missing metrics rows (step 3); metrics.jsonl line 4 torn"
     ]
-    assert "Left out (records with gaps, not finished): gmc_d2_seed1" in suite_markdown(analysis)
+    assert analysis.to_json()["skipped"] == analysis.skipped  # in suite_summary.json too

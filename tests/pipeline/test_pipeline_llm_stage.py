@@ -78,7 +78,9 @@ def test_the_report_quotes_the_declared_comparisons_and_the_bounds(tmp_path, mon
     analysis = suite.analyse_records(measures)
     analysis.runs = [{"run": f"r{i}"} for i in range(27)]
     seen = []
-    monkeypatch.setattr(suite, "run_suite", lambda config: seen.append(config) or analysis)
+    monkeypatch.setattr(
+        suite, "run_suite", lambda config, render=None: seen.append(config) or analysis
+    )
     result = llm_stage.llm_tiny_stage(tmp_path)
     assert seen and seen[0].out == str(tmp_path / "suite") and result["design"] == "default"
     headline = result["headline"]
