@@ -332,10 +332,10 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_bias",
-        "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
+        "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of delayed runs",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
-        figure_runs=False,  # one delayed GMC run (D = 32), not a run of the fixed-delay suite
+        figure_runs=False,  # delayed GMC runs (D = 32, 3 seeds), not runs of the fixed-delay suite
     ),
     Stage(
         "figures",
