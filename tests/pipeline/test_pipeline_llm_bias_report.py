@@ -299,3 +299,48 @@ def test_the_settings_name_the_seeds_and_each_run_has_its_own_bias_seed():
 
     expected = np.random.SeedSequence(0, spawn_key=(1,)).generate_state(1, np.uint32)[0]
     assert bias_seed(1) == int(expected)
+
+
+def test_the_stage_trains_and_measures_each_seed_with_its_own_bias_seed(tmp_path, monkeypatch):
+    """`llm_bias_results` with the training and the measurement replaced by fakes: one run per
+    seed in `run_s<seed>/`, one cache folder for all, each measured with `bias_seed(seed)`; a
+    finished run's `bias.json` is reused; `bias.json` holds the runs and the across-run
+    findings."""
+    import llm_runs.bias_cli
+    import llm_runs.lm_bias
+    from pipeline import llm_bias_stage as stage
+
+    trained, measured = [], []
+    values = {0: -3.0, 1: -2.0}
+
+    def fake_train(recipe, run, out, steps, *, progress, delay, seed, cache_dir):
+        trained.append((recipe, run, out.name, delay, seed, cache_dir))
+        return out
+
+    def fake_bias(run_dir, settings, *, steps, lag, progress):
+        seed = int(run_dir.name.removeprefix("run_s"))
+        measured.append((run_dir.name, settings.seed, tuple(steps), lag))
+        return json.loads(json.dumps(run_result({(32, 4): (values[seed], 0.5)})))
+
+    monkeypatch.setattr(llm_runs.bias_cli, "train_for_bias", fake_train)
+    monkeypatch.setattr(llm_runs.lm_bias, "bias_of_run", fake_bias)
+    monkeypatch.setattr(stage, "BIAS_SEEDS", (0, 1))
+    results = stage.llm_bias_results(tmp_path)
+    cache = tmp_path / "cache"
+    assert trained == [
+        (stage.LLM_SUITE_RECIPE, "gmc", "run_s0", 32, 0, cache),
+        (stage.LLM_SUITE_RECIPE, "gmc", "run_s1", 32, 1, cache),
+    ]
+    assert measured == [
+        ("run_s0", stage.bias_seed(0), (32, 64), 32),
+        ("run_s1", stage.bias_seed(1), (32, 64), 32),
+    ]
+    assert list(results.runs) == [0, 1] and results.runs[1]["run_seed"] == 1
+    assert results.across["primary"]["mean"] == pytest.approx(-2.5)
+    written = json.loads((tmp_path / "bias.json").read_text())
+    assert list(written["runs"]) == ["0", "1"]
+    assert written["across_runs"]["primary"]["n"] == 2
+    trained.clear()
+    measured.clear()
+    stage.llm_bias_results(tmp_path)  # both runs finished and measured: reused
+    assert trained == [] and measured == []
