@@ -118,7 +118,8 @@ class BiasStageResults:
     stage_folder: the stage's folder name (the report links `<stage_folder>/run_s<seed>/`).
     machine: `pipeline.llm_stage.machine_description()` at the start of the stage.
     seconds: training seed -> wall seconds of its training and measurement in this stage (the
-        first run's include the warm-up of the shared base model; 0-ish for a reused run).
+        first run's include the warm-up of the shared base model); a run reused from an
+        earlier stage (its `bias.json` written with the same settings) has no entry.
     """
 
     runs: dict[int, dict[str, Any]]
@@ -129,9 +130,10 @@ class BiasStageResults:
     seconds: dict[int, float]
 
 
-def _measure_run(out_dir: Path, seed: int, settings: Any) -> dict[str, Any]:
+def _measure_run(out_dir: Path, seed: int, settings: Any) -> tuple[dict[str, Any], bool]:
     """Train run `seed` (skipped when finished) into `out_dir/run_s<seed>/` and measure its
-    bias (reused when `bias.json` there has the same settings); returns the result."""
+    bias (reused when `bias.json` there has the same settings); returns the result and
+    whether it was reused."""
     from gmc_grpo.json_files import atomic_write_json, read_json
     from llm_runs.bias_cli import train_for_bias
     from llm_runs.lm_bias import bias_of_run
@@ -142,7 +144,7 @@ def _measure_run(out_dir: Path, seed: int, settings: Any) -> dict[str, Any]:
     if written.is_file():
         result = read_json(written)
         if result.get("settings") == wanted and result.get("run_seed") == seed:
-            return result
+            return result, True
     train_for_bias(
         LLM_SUITE_RECIPE,
         "gmc",
@@ -156,7 +158,7 @@ def _measure_run(out_dir: Path, seed: int, settings: Any) -> dict[str, Any]:
     result = bias_of_run(run_dir, settings, steps=BIAS_STEPS, lag=BIAS_LAG, progress=False)
     result.update(settings=wanted, run_seed=seed)
     atomic_write_json(written, result)
-    return read_json(written)  # as reread: `G` keys as text, as in a reused result
+    return read_json(written), False  # as reread: `G` keys as text, as in a reused result
 
 
 def llm_bias_results(out_dir: Path) -> BiasStageResults:
@@ -179,8 +181,9 @@ def llm_bias_results(out_dir: Path) -> BiasStageResults:
             for seed in BIAS_SEEDS:
                 settings = BiasSettings(**{**BIAS_SETTINGS, "seed": bias_seed(seed)})
                 start = time.perf_counter()
-                runs[seed] = _measure_run(out_dir, seed, settings)
-                seconds[seed] = time.perf_counter() - start
+                runs[seed], reused = _measure_run(out_dir, seed, settings)
+                if not reused:
+                    seconds[seed] = time.perf_counter() - start
     finally:
         torch.set_num_threads(threads)
     across = across_run_findings(runs)
@@ -480,7 +483,10 @@ def bias_stage_markdown(results: BiasStageResults) -> str:
         "checkpoints of a run are not independent replications, the runs are. Machine: "
         f"{results.machine} at the start of the stage; wall time per run (training and "
         "measurement; the first run's includes the shared warm-up): "
-        + ", ".join(f"seed {s} {results.seconds[s]:.0f} s" for s in across["seeds"])
+        + ", ".join(
+            f"seed {s} " + (f"{results.seconds[s]:.0f} s" if s in results.seconds else "reused")
+            for s in across["seeds"]
+        )
         + ".",
     ]
     return "\n".join(lines) + "\n"

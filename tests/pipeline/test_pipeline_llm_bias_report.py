@@ -254,11 +254,7 @@ def test_the_stage_renders_every_run_and_the_across_run_table():
         "tiny_additions_sweep",
         "llm_bias",
         "a machine",
-        {
-            0: 612.4,
-            1: 400.0,
-            2: 399.6,
-        },
+        {0: 612.4, 2: 399.6},  # run 1 reused
     )
     headline = bias_stage_headline(results)
     assert headline.startswith(
@@ -282,7 +278,7 @@ def test_the_stage_renders_every_run_and_the_across_run_table():
         assert bias_table_markdown(runs[seed]).rstrip() in text
     assert across_run_markdown(across).rstrip() in text
     assert "training seeds 0, 1, 2" in text and "`llm_bias/run_s<seed>/`" in text
-    assert text.endswith("seed 0 612 s, seed 1 400 s, seed 2 400 s.\n")
+    assert text.endswith("seed 0 612 s, seed 1 reused, seed 2 400 s.\n")
 
 
 def test_the_settings_name_the_seeds_and_each_run_has_its_own_bias_seed():
@@ -344,3 +340,4 @@ def test_the_stage_trains_and_measures_each_seed_with_its_own_bias_seed(tmp_path
     measured.clear()
     stage.llm_bias_results(tmp_path)  # both runs finished and measured: reused
     assert trained == [] and measured == []
+    assert list(results.seconds) == [0, 1] and stage.llm_bias_results(tmp_path).seconds == {}
