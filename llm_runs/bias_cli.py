@@ -96,13 +96,26 @@ def train_for_bias(
     *,
     progress: bool = True,
     delay: int | None = None,
+    seed: int | None = None,
+    cache_dir: Path | None = None,
 ) -> Path:
     """Train one run of `recipe` into `out` (skipped when it finished) with a checkpoint every
-    `delay` updates (default: the recipe's delay), all kept; return its folder."""
+    `delay` updates (default: the recipe's delay), all kept; return its folder.
+
+    seed: the run's `run_seed` (default: the recipe's); independent runs of one recipe differ
+        in it (the warm-up's seed is the recipe's `sft_seed` when it sets one, so such runs
+        start from the same initial policy).
+    cache_dir: share the initial policy (and the version-0 rollouts) with other runs through
+        this cache folder (`llm_runs.cache`: built once, the records unchanged); the cached
+        initial policy is then linked into `out/initial_model` (hard links, else a copy), since
+        a checkpoint's behavior policy can be step 0. None: the run builds its own.
+    """
     from llm_runs.recipes import config_from_values, load_recipe
     from llm_runs.train import train
 
     if (out / "summary.json").is_file():
+        if cache_dir is not None:
+            _link_initial_policy(out)
         return out
     try:
         values = load_recipe(recipe, run)
@@ -112,6 +125,9 @@ def train_for_bias(
         values["total_steps"] = steps
     if delay is not None:
         values["delay"] = delay
+    if seed is not None:
+        values.pop("seed", None)  # `run_seed`'s old name (`gmc_grpo.configs.FIELD_ALIASES`)
+        values["run_seed"] = seed
     delay = int(values.get("delay", 0))
     if delay < 1:
         raise ValueError(
@@ -123,11 +139,51 @@ def train_for_bias(
         checkpoint_every=delay,
         keep_checkpoints=int(values["total_steps"]) // delay + 1,
         eval_every=0,
-        cache_dir=None,
+        cache_dir=None if cache_dir is None else str(cache_dir),
         progress=progress,
     )
     train(config_from_values(values), notice=None if progress else lambda _text: None)
+    if cache_dir is not None:
+        _link_initial_policy(out)
     return out
+
+
+def _link_initial_policy(run_dir: Path) -> None:
+    """Give a run trained with a cache folder its initial policy as `run_dir/initial_model`
+    (the cache's entry of `llm_runs.cache.initial_policy_key`, hard-linked file by file, copied
+    where links fail), so that `llm_runs.run_policies.policy_dir(run_dir, 0)` finds it."""
+    import os
+    import shutil
+
+    from llm_runs.cache import initial_policy_key
+    from llm_runs.models import resolve_placement
+    from llm_runs.run_policies import run_config
+
+    config = run_config(run_dir)
+    if config.cache_dir is None or (not config.sft_steps and config.tiny_model is None):
+        return  # no cache, or the initial policy is the config's own model folder
+    if any((run_dir / name / "config.json").is_file() for name in ("initial_model", "base_model")):
+        return
+    settings = config.warmup_settings()
+    device = resolve_placement(config.placement_settings()).learner_device
+    entry = Path(config.cache_dir) / "initial_models" / initial_policy_key(settings, device)
+    name = "initial_model" if config.sft_steps else "base_model"
+    if not (entry / name / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{run_dir} was trained with the cache {config.cache_dir}, but its initial policy "
+            f"is not there ({entry / name}): train the run again, or without a cache"
+        )
+
+    def link(source: str, target: str) -> None:
+        try:
+            os.link(source, target)
+        except OSError:
+            shutil.copy2(source, target)
+
+    tmp = run_dir / f".{name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(entry / name, tmp, copy_function=link)
+    os.replace(tmp, run_dir / name)
 
 
 def run(args: argparse.Namespace, render_report: RenderReport | None = None) -> int:

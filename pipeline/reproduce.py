@@ -47,9 +47,9 @@ class Stage:
     full_settings: the settings of the stage's larger design (`gmc-grpo reproduce --full`),
         whose runner then takes `full=True`; None: the stage has one design.
     figure_runs: the figures stage reads this stage's runs; False for a stage whose runs belong
-        to no suite the figures draw (the LM bias stage's one delayed GMC run is not a run of
-        the fixed-delay suite: drawn with it, it would add a D = 16 panel and table row and a
-        second verdict on the delay trend).
+        to no suite the figures draw (the LM bias stage's delayed GMC runs are not runs of the
+        fixed-delay suite: drawn with it, they would add to its D = 32 panel and table row
+        runs of another design).
     """
 
     name: str
@@ -332,10 +332,10 @@ STAGES: tuple[Stage, ...] = (
     ),
     Stage(
         "llm_bias",
-        "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of a delayed run",
+        "LM bias: each estimator's bias on the tiny Qwen3 at checkpoints of delayed runs",
         "pipeline.llm_bias_stage:llm_bias_stage",
         llm_bias_settings(),
-        figure_runs=False,  # one delayed GMC run (D = 32), not a run of the fixed-delay suite
+        figure_runs=False,  # delayed GMC runs (D = 32, 3 seeds), not runs of the fixed-delay suite
     ),
     Stage(
         "figures",

@@ -188,3 +188,52 @@ def test_bias_command_end_to_end(tmp_path):
     assert [c["step"] for c in result["checkpoints"]] == [8]
     assert result["checkpoints"][0]["behavior_step"] == 4
     assert "IS unbiased" in (out / "bias.md").read_text()
+
+
+def test_train_for_bias_runs_seeds_from_one_cached_initial_policy(tmp_path):
+    """Two training seeds through one cache folder: each run records its `run_seed`, the warm-up
+    (the recipe's `sft_seed`) is built once, and each run gets the cached initial policy as
+    `initial_model/` (hard links or a copy, the same bytes), so step 0 can be a behavior policy."""
+    import json
+
+    from llm_runs.bias_cli import train_for_bias
+    from llm_runs.recipes import load_recipe
+    from llm_runs.run_policies import policy_dir, run_config
+
+    values = load_recipe("tiny_delay", "gmc")
+    values.update(
+        sft_steps=10,
+        sft_seed=0,
+        total_steps=4,
+        max_completion_tokens=4,
+        num_groups=2,
+        groups_per_micro=2,
+    )
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"config": values}))
+    cache = tmp_path / "cache"
+    runs = [
+        train_for_bias(
+            str(recipe),
+            "gmc",
+            tmp_path / f"run_s{seed}",
+            None,
+            progress=False,
+            delay=2,
+            seed=seed,
+            cache_dir=cache,
+        )
+        for seed in (0, 1)
+    ]
+    assert len(list((cache / "initial_models").glob("*/key.json"))) == 1  # one warm-up
+    (entry,) = (cache / "initial_models").glob("*/initial_model")
+    for seed, run in zip((0, 1), runs, strict=True):
+        config = run_config(run)
+        assert config.run_seed == seed and config.checkpoint_every == 2
+        assert policy_dir(run, 0) == run / "initial_model"
+        for file in entry.iterdir():
+            assert (run / "initial_model" / file.name).read_bytes() == file.read_bytes()
+    rows = [(run / "metrics.jsonl").read_text() for run in runs]
+    assert rows[0] != rows[1]  # independent runs
+    again = train_for_bias(str(recipe), "gmc", runs[1], None, seed=1, cache_dir=cache)
+    assert again == runs[1] and (runs[1] / "metrics.jsonl").read_text() == rows[1]  # reused
