@@ -3,12 +3,13 @@
 `make snapshot` (`python -m pipeline.snapshot`) copies, from a finished reproduce folder
 (`results/` by default), its `REPORT.md` and every stage's headline, status, time and machine into
 `snapshot/` at the repository root, with the commit the report names. The README's "Headline
-results" table quotes that snapshot, and `tests/pipeline/test_pipeline_snapshot.py` fails when a
-number there is not in it (`unquoted_numbers`): refresh both together, from one reproduce of the
-version they describe.
+results" table and the headline list of `docs/getting-started.md` ("What the report shows")
+quote that snapshot, and `tests/pipeline/test_pipeline_snapshot.py` fails when a number there is
+not in it (`unquoted_numbers`, `unquoted_bullet_numbers`): refresh them together, from one
+reproduce of the version they describe.
 
 What counts as a headline number (`quoted_numbers`): every decimal (`0.594`, `-0.962`, `9.1e-4`)
-and every count phrase (`21 verified`, `3 of 4`) of a table row's result column. Small integers
+and every count phrase (`21 verified`, `3 of 4`) of a table row's result column or a bullet. Small integers
 elsewhere (`G = 8`, `D = 64`) name grid points, which the report states in its own words.
 """
 
@@ -73,11 +74,7 @@ def save_snapshot(results: Path, dest: Path = SNAPSHOT_DIR) -> dict[str, Any]:
 
 def table_rows(markdown: str, heading: str) -> list[list[str]]:
     """The body rows (cells) of the first table under the `## heading` section of `markdown`."""
-    section = re.split(r"^## ", markdown, flags=re.M)
-    body = next((part for part in section if part.startswith(heading)), None)
-    if body is None:
-        raise ValueError(f"no section '## {heading}'")
-    rows = [line for line in body.splitlines() if line.startswith("|")]
+    rows = [line for line in _section(markdown, heading).splitlines() if line.startswith("|")]
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
     return [row for row in cells[2:] if row]  # after the header and its --- line
 
@@ -87,6 +84,32 @@ def quoted_numbers(cell: str) -> list[str]:
     return COUNT.findall(cell) + DECIMAL.findall(cell)
 
 
+def _section(markdown: str, heading: str) -> str:
+    """The text of the `## heading` section of `markdown` (up to the next `## `)."""
+    for part in re.split(r"^## ", markdown, flags=re.M):
+        if part.startswith(heading):
+            return part
+    raise ValueError(f"no section '## {heading}'")
+
+
+def bullet_items(markdown: str, heading: str) -> list[str]:
+    """The top-level bullets (`- ...`, continuation lines joined) of the `## heading` section."""
+    items: list[str] = []
+    for line in _section(markdown, heading).splitlines():
+        if line.startswith("- "):
+            items.append(line[2:])
+        elif items and line.startswith("  ") and line.strip():
+            items[-1] += " " + line.strip()
+        elif not line.strip() and items:
+            items.append("")  # a blank line ends the item
+    return [item for item in items if item]
+
+
+def _in_report(number: str, report_text: str) -> bool:
+    digits = re.escape(number.lstrip("+"))  # "+0.26" quotes "0.26"
+    return re.search(r"(?<![\w.+-])\+?" + digits + r"(?![\w.])", report_text) is not None
+
+
 def unquoted_numbers(markdown: str, heading: str, report_text: str, column: int = 1) -> list[str]:
     """Each number of the `column`th cell of the rows under `heading` that the report does not
     contain, as `"<row's first cell>: <number>"`; empty when every one is there."""
@@ -94,11 +117,19 @@ def unquoted_numbers(markdown: str, heading: str, report_text: str, column: int 
     for row in table_rows(markdown, heading):
         if column >= len(row):
             continue
-        for number in quoted_numbers(row[column]):
-            digits = re.escape(number.lstrip("+"))  # "+0.26" quotes "0.26"
-            pattern = r"(?<![\w.+-])\+?" + digits + r"(?![\w.])"
-            if re.search(pattern, report_text) is None:
-                missing.append(f"{row[0]}: {number}")
+        missing += [
+            f"{row[0]}: {n}" for n in quoted_numbers(row[column]) if not _in_report(n, report_text)
+        ]
+    return missing
+
+
+def unquoted_bullet_numbers(markdown: str, heading: str, report_text: str) -> list[str]:
+    """Each number of the bullets under `heading` that the report does not contain, as
+    `"<the bullet's first words>: <number>"`."""
+    missing = []
+    for item in bullet_items(markdown, heading):
+        label = " ".join(item.split()[:4])
+        missing += [f"{label}: {n}" for n in quoted_numbers(item) if not _in_report(n, report_text)]
     return missing
 
 

@@ -22,6 +22,7 @@ from pipeline.snapshot import (
     report_commit,
     save_snapshot,
     table_rows,
+    unquoted_bullet_numbers,
     unquoted_numbers,
 )
 
@@ -82,6 +83,20 @@ def test_a_headline_that_differs_from_the_report_fails(primary, count, missing) 
     assert unquoted_numbers(readme, HEADING, REPORT) == missing
 
 
+def test_bulleted_headlines_are_checked_item_by_item() -> None:
+    page = (
+        "# page\n\n## What the report shows\n\nintro 9.99\n\n"
+        "- **Toy** (x): holds (-0.594 [-0.962, -0.226]);\n  claims 21 verified, 2 reconstructed.\n"
+        "- **LLM** (y): GMC below TIC at {count} points.\n\n## Next\n\n- 1.23\n"
+    )
+    assert (
+        unquoted_bullet_numbers(page.format(count="3 of 4"), "What the report shows", REPORT) == []
+    )
+    assert unquoted_bullet_numbers(
+        page.format(count="1 of 4"), "What the report shows", REPORT
+    ) == ["**LLM** (y): GMC below: 1 of 4"]
+
+
 def test_save_copies_the_report_and_the_stage_headlines(tmp_path: Path) -> None:
     results = tmp_path / "results"
     (results / "toy_sweep").mkdir(parents=True)
@@ -127,6 +142,15 @@ def test_the_readme_quotes_the_committed_snapshot() -> None:
     assert missing == [], (
         "README headline numbers not in snapshot/REPORT.md (refresh the README from the snapshot, "
         f"or the snapshot from a reproduce of this version: make snapshot): {missing}"
+    )
+
+
+def test_getting_started_quotes_the_committed_snapshot() -> None:
+    report = (SNAPSHOT_DIR / "REPORT.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    missing = unquoted_bullet_numbers(page, "What the report shows", report)
+    assert missing == [], (
+        f"docs/getting-started.md headline numbers not in snapshot/REPORT.md: {missing}"
     )
 
 
