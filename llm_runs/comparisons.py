@@ -44,6 +44,8 @@ from gmc_grpo.stats import (
 #: The declared primary comparison: `(a, b, measure)` for `a - b`, at the largest delay.
 PRIMARY: tuple[str, str, str] = ("gmc", "tic", "consumed_reward_final")
 ALPHA = 0.05
+#: the verdict of a comparison between identical runs (listed, not tested)
+IDENTICAL = "identical runs (not counted)"
 
 
 def _verdict(mean: float, p: float, delay: int, alpha: float) -> str:
@@ -69,7 +71,10 @@ def declared_comparisons(
     primary: `(a, b, measure)` of the primary test; primary_delay: its delay (None: the largest
     delay of the suite). measures: the measures whose comparisons enter the secondary family
     (None: every measure the analysis compared). Every pair of `analysis.paired` is a test;
-    returns `{"alpha", "primary": row, "secondary": [rows], "family_size"}`, each row with
+    a comparison between identical runs (`identical_runs`) is listed apart (`"identical"`, verdict
+    `IDENTICAL`) and not counted in the Holm family;
+    returns `{"alpha", "primary": row, "secondary": [rows], "identical": [rows], "family_size"}`,
+    each row with
     `delay, measure, a, b, mean, lo, hi, n, sd, t, p` (+ `p_holm` for a secondary), `role`,
     `prediction` and `verdict`.
     """
@@ -93,6 +98,7 @@ def declared_comparisons(
                 "b": pair["b"],
                 **test,
                 "seeds": sorted(set(va) & set(vb)),
+                "identical": identical_runs(va, vb),
                 "prediction": f"{pair['a']} > {pair['b']}"
                 if pair["delay"] > 0
                 else f"{pair['a']} ~ {pair['b']} (similar at D = 0)",
@@ -110,7 +116,16 @@ def declared_comparisons(
     primary_row.update(
         role="primary", verdict=_verdict(primary_row["mean"], primary_row["p"], delay0, alpha)
     )
-    secondary = [r for r, flag in zip(rows, is_primary, strict=True) if not flag]
+    same = [row.pop("identical") for row in rows]
+    others = [
+        (r, same_runs)
+        for r, flag, same_runs in zip(rows, is_primary, same, strict=True)
+        if not flag
+    ]
+    identical = [r for r, same_runs in others if same_runs]
+    for row in identical:
+        row.update(role="identical", p_holm=math.nan, verdict=IDENTICAL)
+    secondary = [r for r, same_runs in others if not same_runs]
     for row, adjusted in zip(secondary, holm_adjust([r["p"] for r in secondary]), strict=True):
         row.update(role="secondary", p_holm=adjusted)
         row["verdict"] = _verdict(row["mean"], adjusted, row["delay"], alpha)
@@ -118,8 +133,17 @@ def declared_comparisons(
         "alpha": alpha,
         "primary": primary_row,
         "secondary": secondary,
+        "identical": identical,
         "family_size": sum(not math.isnan(r["p"]) for r in secondary),
     }
+
+
+def identical_runs(va: dict[Any, float], vb: dict[Any, float]) -> bool:
+    """Whether two methods' per-seed values are equal on every shared seed (at least one): their
+    runs are one computation (e.g. GMC and TIC at `D = 0`, where every ratio is 1), so the
+    comparison cannot come out otherwise and is not counted in the Holm family."""
+    seeds = set(va) & set(vb)
+    return bool(seeds) and all(va[s] == vb[s] for s in seeds)
 
 
 def design_power(

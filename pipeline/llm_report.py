@@ -114,4 +114,14 @@ def comparisons_markdown(declared: dict[str, Any]) -> str:
             f"| {row['delay']} | {row['measure']} | {row['a']} - {row['b']} | {row['mean']:+.3f} "
             f"| {interval(row)} | {row['p']:.3g} | {row['p_holm']:.3g} | {row['verdict']} |"
         )
+    identical = declared.get("identical", [])
+    if identical:
+        listed = "; ".join(
+            f"{r['a']} - {r['b']} {r['measure']} at D = {r['delay']}" for r in identical
+        )
+        lines += [
+            "",
+            f"Not counted in the family ({len(identical)}): comparisons between identical runs "
+            f"(every seed's value equal, e.g. GMC and TIC at D = 0, where every ratio is 1): {listed}.",
+        ]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from gmc_grpo.stats import holm_adjust, paired_t_test
-from llm_runs.comparisons import declared_comparisons, design_power
+from llm_runs.comparisons import IDENTICAL, declared_comparisons, design_power, identical_runs
 from llm_runs.suite import analyse_records
 
 SEEDS = (0, 1, 2, 3)
@@ -63,6 +63,32 @@ def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adj
         "no difference resolved",
     )
     # its Markdown: tests/pipeline/test_pipeline_llm_report.py
+
+
+def test_comparisons_between_identical_runs_are_listed_apart_and_not_counted():
+    # at D = 0 GMC and TIC are one computation: equal values on every seed
+    measures = {}
+    for seed in SEEDS:
+        grpo0 = 0.3 + 0.01 * seed
+        measures[(0, "grpo", seed)] = {"consumed_reward_final": grpo0}
+        measures[(0, "tic", seed)] = {"consumed_reward_final": grpo0 + 0.002 * seed}
+        measures[(0, "gmc", seed)] = {"consumed_reward_final": grpo0 + 0.002 * seed}
+        measures[(16, "grpo", seed)] = {"consumed_reward_final": 0.3 + 0.01 * seed}
+        measures[(16, "tic", seed)] = {"consumed_reward_final": 0.3 + 0.02 * seed}
+        measures[(16, "gmc", seed)] = {"consumed_reward_final": 0.4 + 0.03 * seed}
+    declared = declared_comparisons(analyse_records(measures))
+    identical = declared["identical"]
+    assert [(r["delay"], r["a"], r["b"]) for r in identical] == [(0, "gmc", "tic")]
+    assert identical[0]["verdict"] == IDENTICAL and identical[0]["role"] == "identical"
+    # 2 delays x 3 pairs, less the primary, less the identical pair: Holm over 4, not 5
+    secondary = declared["secondary"]
+    assert len(secondary) == 4 and declared["family_size"] == 4
+    assert [r["p_holm"] for r in secondary] == pytest.approx(
+        holm_adjust([r["p"] for r in secondary])
+    )
+    assert identical_runs({0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.0, 2: 5.0})
+    assert not identical_runs({0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.5})
+    assert not identical_runs({0: 1.0}, {1: 1.0})  # no shared seed: nothing to call identical
 
 
 def test_a_missing_primary_is_refused():

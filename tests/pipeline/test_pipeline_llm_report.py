@@ -73,6 +73,22 @@ def test_comparisons_markdown_has_the_primary_and_one_row_per_secondary():
     )
 
 
+def test_comparisons_markdown_lists_identical_runs_apart():
+    measures = {}
+    for seed in (0, 1, 2):
+        for method, value in (("tic", 0.5 + 0.01 * seed), ("gmc", 0.5 + 0.01 * seed)):
+            measures[(0, method, seed)] = {"consumed_reward_final": value}
+        measures[(16, "tic", seed)] = {"consumed_reward_final": 0.4 + 0.01 * seed}
+        measures[(16, "gmc", seed)] = {"consumed_reward_final": 0.5 + 0.02 * seed}
+    text = comparisons_markdown(declared_comparisons(analyse_records(measures)))
+    assert "Secondary comparisons (0, Holm-adjusted" in text
+    assert (
+        "Not counted in the family (1): comparisons between identical runs (every seed's value "
+        "equal, e.g. GMC and TIC at D = 0, where every ratio is 1): gmc - tic "
+        "consumed_reward_final at D = 0." in text
+    )
+
+
 def test_gmc_grpo_llm_hands_train_the_suite_renderer(monkeypatch):
     """`pipeline.llm.main` hands `llm train` (a suite's summary) and `llm bias` their renderers."""
     from llm_runs import cli
