@@ -82,7 +82,7 @@ def declared_comparisons(
         raise ValueError("the suite analysis holds no delay")
     delay0 = max(analysis.delays) if primary_delay is None else primary_delay
     a0, b0, measure0 = primary
-    rows = []
+    rows, same = [], []  # same[i]: row i compares identical per-seed values
     for pair in analysis.paired:
         if measures is not None and pair["measure"] not in measures:
             if (pair["delay"], pair["a"], pair["b"], pair["measure"]) != (delay0, a0, b0, measure0):
@@ -98,12 +98,12 @@ def declared_comparisons(
                 "b": pair["b"],
                 **test,
                 "seeds": sorted(set(va) & set(vb)),
-                "identical": identical_runs(va, vb),
                 "prediction": f"{pair['a']} > {pair['b']}"
                 if pair["delay"] > 0
                 else f"{pair['a']} ~ {pair['b']} (similar at D = 0)",
             }
         )
+        same.append(identical_runs(va, vb))
     is_primary = [
         (r["delay"], r["a"], r["b"], r["measure"]) == (delay0, a0, b0, measure0) for r in rows
     ]
@@ -116,16 +116,11 @@ def declared_comparisons(
     primary_row.update(
         role="primary", verdict=_verdict(primary_row["mean"], primary_row["p"], delay0, alpha)
     )
-    same = [row.pop("identical") for row in rows]
-    others = [
-        (r, same_runs)
-        for r, flag, same_runs in zip(rows, is_primary, same, strict=True)
-        if not flag
-    ]
-    identical = [r for r, same_runs in others if same_runs]
+    others = [(r, s) for r, s, flag in zip(rows, same, is_primary, strict=True) if not flag]
+    identical = [r for r, s in others if s]
     for row in identical:
         row.update(role="identical", p_holm=math.nan, verdict=IDENTICAL)
-    secondary = [r for r, same_runs in others if not same_runs]
+    secondary = [r for r, s in others if not s]
     for row, adjusted in zip(secondary, holm_adjust([r["p"] for r in secondary]), strict=True):
         row.update(role="secondary", p_holm=adjusted)
         row["verdict"] = _verdict(row["mean"], adjusted, row["delay"], alpha)
@@ -139,9 +134,10 @@ def declared_comparisons(
 
 
 def identical_runs(va: dict[Any, float], vb: dict[Any, float]) -> bool:
-    """Whether two methods' per-seed values are equal on every shared seed (at least one): their
-    runs are one computation (e.g. GMC and TIC at `D = 0`, where every ratio is 1), so the
-    comparison cannot come out otherwise and is not counted in the Holm family."""
+    """Whether two methods' per-seed values are equal on every shared seed (at least one), as
+    when their runs are one computation (GMC and TIC at `D = 0`, where every ratio is 1): every
+    paired difference is 0, its p-value 1 whatever happened, so the comparison could not have
+    come out otherwise and is not counted in the Holm family."""
     seeds = set(va) & set(vb)
     return bool(seeds) and all(va[s] == vb[s] for s in seeds)
 
