@@ -6,33 +6,15 @@ from __future__ import annotations
 import math
 
 import pytest
+from hand_suite import SEEDS, hand_made_analysis
 
 from gmc_grpo.stats import holm_adjust, paired_t_test
 from llm_runs.comparisons import IDENTICAL, declared_comparisons, design_power, identical_runs
 from llm_runs.suite import analyse_records
 
-SEEDS = (0, 1, 2, 3)
-
-
-def _analysis():
-    measures = {}
-    for seed in SEEDS:
-        for delay in (0, 16):
-            # at D = 16: GMC - TIC = 0.1, 0.2, 0.3, 0.4 (mean 0.25, p = 0.0305 by hand);
-            # TIC - GRPO = 0.01 * (seed - 1.5): no difference; at D = 0 all methods equal + noise
-            grpo = 0.3 + 0.01 * seed
-            tic = grpo + (0.01 * (seed - 1.5) if delay else 0.002 * seed)
-            gmc = tic + (0.1 * (seed + 1) if delay else -0.001 * seed)
-            for method, value in (("grpo", grpo), ("tic", tic), ("gmc", gmc)):
-                measures[(delay, method, seed)] = {
-                    "consumed_reward_final": value,
-                    "mean_reward": value,
-                }
-    return analyse_records(measures)
-
 
 def test_primary_is_gmc_minus_tic_at_the_largest_delay_and_the_rest_are_holm_adjusted():
-    declared = declared_comparisons(_analysis())
+    declared = declared_comparisons(hand_made_analysis())
     primary = declared["primary"]
     assert (primary["delay"], primary["a"], primary["b"], primary["measure"]) == (
         16,
@@ -93,7 +75,7 @@ def test_comparisons_between_identical_runs_are_listed_apart_and_not_counted():
 
 def test_a_missing_primary_is_refused():
     with pytest.raises(ValueError, match="no gmc - vcpo"):
-        declared_comparisons(_analysis(), primary=("gmc", "vcpo", "consumed_reward_final"))
+        declared_comparisons(hand_made_analysis(), primary=("gmc", "vcpo", "consumed_reward_final"))
 
 
 def test_design_power_from_the_seed_spread():

@@ -4,6 +4,8 @@ by `pipeline.llm`."""
 
 from __future__ import annotations
 
+from hand_suite import hand_made_analysis
+
 from llm_runs.comparisons import declared_comparisons
 from llm_runs.suite import analyse_records
 from pipeline.llm_report import comparisons_markdown, prefix_markdown, suite_markdown
@@ -53,18 +55,7 @@ def test_prefix_markdown_says_the_delays_share_updates():
 
 
 def test_comparisons_markdown_has_the_primary_and_one_row_per_secondary():
-    measures = {}
-    for seed in (0, 1, 2, 3):
-        for delay in (0, 16):
-            grpo = 0.3 + 0.01 * seed
-            tic = grpo + (0.01 * (seed - 1.5) if delay else 0.002 * seed)
-            gmc = tic + (0.1 * (seed + 1) if delay else -0.001 * seed)
-            for method, value in (("grpo", grpo), ("tic", tic), ("gmc", gmc)):
-                measures[(delay, method, seed)] = {
-                    "consumed_reward_final": value,
-                    "mean_reward": value,
-                }
-    declared = declared_comparisons(analyse_records(measures))
+    declared = declared_comparisons(hand_made_analysis())
     text = comparisons_markdown(declared)
     assert (
         "**Primary**" in text
