@@ -20,7 +20,9 @@ the other points are secondary, their paired t tests Holm-adjusted. IS unbiased 
 shrinking with `G` are counted per run, not pooled.
 
 Why lag 32, checkpoints 32 and 64, and the primary at checkpoint 32, G = 4 (declared before
-any multi-run data): the recipe's KL pilot (`docs/llm-cpu.md`, GMC at D = 32, seeds 0-2)
+the stage's runs, but after a hand measurement of training seeds 0 and 1 in which GMC - TIC was
+negative at all 8 points and resolved at 2, checkpoint 32 with G = 4 of seed 1 among them; see
+`docs/llm-cpu.md`): the recipe's KL pilot (`docs/llm-cpu.md`, GMC at D = 32, seeds 0-2)
 measured the current/behavior KL at 0.09-0.41 nats per response while the learner consumes the
 initial policy's batches (updates 10-30: checkpoint 32 against theta_0, inside the paper's
 local-overlap band of about 0.1-1 nat) and 0.02-0.05 (median) afterwards (checkpoint 64
@@ -465,7 +467,8 @@ def bias_stage_markdown(results: BiasStageResults) -> str:
     lines += [
         f"**Across the runs** (GMC - TIC paired difference of the relative squared bias "
         "$\\Vert b\\Vert^2 / \\Vert \\nabla J / T\\Vert^2$ per run; its mean over the runs "
-        "with a Student-t interval; the primary point declared before the data: checkpoint "
+        "with a Student-t interval; the primary point declared before the stage's runs, after a "
+        "hand measurement of training seeds 0 and 1: checkpoint "
         f"{step}, $G = {g}$, the stalest checkpoint and the smallest group; the other points "
         "secondary, Holm-adjusted):",
         "",
